@@ -1,0 +1,1 @@
+"""Thin pipecat FrameProcessors that connect frames to the core."""

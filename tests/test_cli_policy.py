@@ -1,0 +1,54 @@
+"""``voice-agent policy`` reproduces DESIGN section 1 through the real console entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from voice_agent.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["policy", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_matches_design() -> None:
+    code, out, _ = run("--keep", "6", "--every", "5", "--stated", "4", "--needed", "31",
+                       "--retention", "0.9", "--facts", "5", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["schedule"] == [15, 20, 25, 30] and report["rewrites"] == 4 and report["bound"] == 5
+    assert round(report["survival"], 3) == 0.656
+    assert round(report["expected_facts"], 2) == 3.28 and round(report["all_facts"] * 100, 1) == 12.2
+
+
+def test_alignments_json_and_text() -> None:
+    code, out, _ = run("--stated", "1", "--needed", "28", "--alignments", "--json")
+    counts = {a["stated"]: a["rewrites"] for a in json.loads(out)["alignments"]}
+    assert code == 0 and counts == {1: 4, 2: 4, 3: 5, 4: 4, 5: 4, 6: 4, 7: 4, 8: 5, 9: 4, 10: 4}
+    code, out, _ = run("--stated", "4", "--needed", "31", "--facts", "5", "--alignments")
+    assert "regenerations that rewrite it: 15, 20, 25, 30" in out
+    assert "65.6 %" in out and "3.28 kept" in out and "12.2 %" in out and "stated   3 -> needed  30: 5" in out
+
+
+@pytest.mark.parametrize("args", [
+    ("--stated", "10", "--needed", "3"), ("--keep", "0"), ("--every", "0"),
+    ("--retention", "1.5"), ("--retention", "-0.1"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    code, out, err = run(*args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("voice-agent: error:")
+
+
+def test_console_script_is_installed() -> None:
+    out = subprocess.run([sys.executable, "-m", "voice_agent.cli", "policy", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["rewrites"] == 4

@@ -1,0 +1,32 @@
+"""The core (lanes, policy, assembler, guards) imports nothing from pipecat."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+CORE = pathlib.Path(__file__).resolve().parent.parent / "voice_agent" / "core"
+
+
+def test_no_pipecat_import_statement_in_core() -> None:
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "pipecat"]
+    assert offenders == []
+
+
+def test_importing_the_whole_core_loads_no_pipecat() -> None:
+    modules = sorted(
+        ".".join(p.relative_to(CORE.parent.parent).with_suffix("").parts)
+        for p in CORE.rglob("*.py") if p.name != "__init__.py"
+    )
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + \
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pipecat'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,60 @@
+"""The ``voice-agent`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+
+from voice_agent.core.policy import PolicyError
+from voice_agent.policy_report import PolicyQuestion, policy_report, render_policy_report
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="A voice agent that keeps what the caller said for the whole call.",
+)
+
+
+@app.callback()
+def _root() -> None:
+    """A voice agent that keeps what the caller said for the whole call."""
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Prints a one-line error to stderr and exits with ``code``."""
+    print(f"voice-agent: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+@app.command()
+def policy(
+    keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
+    every: Annotated[int, typer.Option("--every", help="S: regenerate the summary every S turns.")] = 5,
+    stated: Annotated[int, typer.Option("--stated", help="Turn the fact was stated on.")] = 4,
+    needed: Annotated[int, typer.Option("--needed", help="Turn the fact is needed on.")] = 31,
+    retention: Annotated[float, typer.Option("--retention", help="R: per-pass retention of the summarizer.")] = 0.9,
+    facts: Annotated[int, typer.Option("--facts", help="N independent facts carried together.")] = 1,
+    alignments: Annotated[bool, typer.Option("--alignments", help="Slide the stated turn over 1..2S.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Computes how many summary rewrites a fact goes through, and its odds of surviving them."""
+    try:
+        report = policy_report(
+            PolicyQuestion(keep, every, stated, needed, retention, facts), alignments=alignments
+        )
+    except PolicyError as exc:
+        fail(str(exc))
+    print(json.dumps(report) if as_json else render_policy_report(report))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

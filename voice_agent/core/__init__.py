@@ -1,0 +1,1 @@
+"""The pure core: lanes, policy, assembler and guards. Imports nothing from pipecat."""

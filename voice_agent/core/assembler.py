@@ -1,0 +1,181 @@
+"""The assembler: lanes -> the messages of one LLM call, with a token estimate per lane."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from voice_agent.core.call_state import CallState
+from voice_agent.core.summary import EpisodeSummary
+from voice_agent.core.tokens import estimate_message_tokens
+from voice_agent.core.transcript import EntryKind, TranscriptEntry
+
+Message = dict[str, Any]
+
+KNOWN_FACTS_HEADER = "KNOWN FACTS (verbatim from tools and the caller; do not paraphrase, copy values exactly):"
+LANE_ORDER = ("system", "known_facts", "summary", "retrieved", "recent", "constraints")
+
+
+@dataclass(frozen=True)
+class AssemblerConfig:
+    """What the assembler adds around the lanes.
+
+    Args:
+        system_prompt: The agent's instructions.
+        hard_constraints: Rules restated close to the end of every context.
+        summary_max_tokens: Budget for the summary lane; the oldest lines go first when over.
+        max_retrieved: Most knowledge chunks injected (precision over recall).
+    """
+
+    system_prompt: str = "You are a helpful phone support agent."
+    hard_constraints: tuple[str, ...] = ()
+    summary_max_tokens: int = 400
+    max_retrieved: int = 3
+
+    def __post_init__(self) -> None:
+        if self.summary_max_tokens < 1 or self.max_retrieved < 0:
+            raise ValueError("summary_max_tokens must be >= 1 and max_retrieved >= 0")
+
+
+@dataclass
+class AssembledContext:
+    """The messages for one LLM call and what each lane cost.
+
+    Attributes:
+        messages: OpenAI-format messages, lanes in DESIGN order.
+        lane_tokens: Estimated tokens per lane.
+        summary_lines_dropped: Summary lines left out to respect the budget.
+    """
+
+    messages: list[Message]
+    lane_tokens: dict[str, int] = field(default_factory=dict)
+    summary_lines_dropped: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Estimated tokens of the whole request."""
+        return sum(self.lane_tokens.values())
+
+    def text(self) -> str:
+        """All message text joined, for verbatim-presence checks."""
+        parts = []
+        for m in self.messages:
+            parts.append(str(m.get("content") or ""))
+            for call in m.get("tool_calls", []):
+                parts.append(call["function"]["arguments"])
+        return "\n".join(parts)
+
+
+def known_facts_block(state: CallState) -> str | None:
+    """Slots and ledger rendered verbatim, or None when both are empty."""
+    lines = [f"- {line}" for line in state.slots.render_lines()]
+    lines += [f"- {entry.render()}" for entry in state.ledger.entries]
+    if not lines:
+        return None
+    return KNOWN_FACTS_HEADER + "\n" + "\n".join(lines)
+
+
+def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, int]:
+    sections = summary.render_sections()
+    dropped = 0
+
+    def render() -> str:
+        return "\n".join(
+            f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections if lines
+        )
+
+    text = render()
+    while estimate_message_tokens(text) > max_tokens:
+        # Commitments are verbatim promises: drop narrative lines first, oldest first.
+        candidates = [s for s in sections[:-1] if s[1]] or [s for s in sections if s[1]]
+        if not candidates:
+            break
+        max(candidates, key=lambda s: len(s[1]))[1].pop(0)
+        dropped += 1
+        text = render()
+    return text, dropped
+
+
+def entries_to_messages(entries: Sequence[TranscriptEntry]) -> list[Message]:
+    """Transcript entries as OpenAI chat messages, every tool call followed by its result.
+
+    Consecutive calls share one assistant message (parallel calls); a call still in
+    flight gets an ``IN_PROGRESS`` result and a result without its call is left out,
+    so call/result pairing always holds.
+    """
+    results = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_RESULT}
+    messages: list[Message] = []
+    previous: EntryKind | None = None
+    for entry in entries:
+        if entry.kind is EntryKind.CALLER:
+            messages.append({"role": "user", "content": entry.text})
+        elif entry.kind is EntryKind.AGENT:
+            text = entry.text + (" [interrupted by the caller]" if entry.interrupted else "")
+            messages.append({"role": "assistant", "content": text})
+        elif entry.kind is EntryKind.TOOL_CALL:
+            call = {
+                "id": entry.tool_call_id,
+                "type": "function",
+                "function": {"name": entry.tool_name, "arguments": json.dumps(dict(entry.arguments or {}))},
+            }
+            if previous is EntryKind.TOOL_CALL:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        previous = entry.kind
+    paired: list[Message] = []
+    for message in messages:
+        paired.append(message)
+        for call in message.get("tool_calls", []):
+            result = results.get(call["id"])
+            content = json.dumps(result.result, default=str) if result else "IN_PROGRESS"
+            paired.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+    return paired
+
+
+class ContextAssembler:
+    """Builds one LLM request from the lanes.
+
+    Order: system prompt; KNOWN FACTS (slots and ledger, verbatim); summary;
+    retrieved chunks; raw recent turns; hard constraints restated near the end.
+    """
+
+    def __init__(self, config: AssemblerConfig | None = None) -> None:
+        self.config = config or AssemblerConfig()
+
+    def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
+        """Assembles the context for the current turn of ``state``."""
+        lanes: dict[str, list[Message]] = {name: [] for name in LANE_ORDER}
+        lanes["system"].append({"role": "system", "content": self.config.system_prompt})
+        facts = known_facts_block(state)
+        if facts:
+            lanes["known_facts"].append({"role": "system", "content": facts})
+        dropped = 0
+        if not state.summary.is_empty():
+            text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
+            lanes["summary"].append({"role": "system", "content": "SUMMARY of earlier turns:\n" + text})
+        chunks = list(retrieved)[: self.config.max_retrieved]
+        if chunks:
+            body = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(chunks))
+            content = "KNOWLEDGE (may help with this question):\n" + body
+            lanes["retrieved"].append({"role": "system", "content": content})
+        lanes["recent"] = entries_to_messages(state.raw_entries())
+        if self.config.hard_constraints:
+            rules = "\n".join(f"- {rule}" for rule in self.config.hard_constraints)
+            content = "HARD CONSTRAINTS (never break these):\n" + rules
+            lanes["constraints"].append({"role": "system", "content": content})
+        messages: list[Message] = []
+        tokens: dict[str, int] = {}
+        for name in LANE_ORDER:
+            messages.extend(lanes[name])
+            tokens[name] = sum(_message_tokens(m) for m in lanes[name])
+        return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped)
+
+
+def _message_tokens(message: Message) -> int:
+    text = str(message.get("content") or "")
+    for call in message.get("tool_calls", []):
+        text += call["function"]["name"] + call["function"]["arguments"]
+    return estimate_message_tokens(text)

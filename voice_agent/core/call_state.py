@@ -1,0 +1,75 @@
+"""One call's state: its lanes, its turn counter and its policy tracker."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from voice_agent.core.drop_log import DropLog
+from voice_agent.core.ledger import Ledger
+from voice_agent.core.policy import ContextPolicy, PolicyTracker
+from voice_agent.core.slots import SlotLane
+from voice_agent.core.summary import EpisodeSummary
+from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
+
+
+class NoSlots(BaseModel):
+    """The slot model of a domain that declares no slots."""
+
+
+@dataclass
+class CallState:
+    """The lanes of one call.
+
+    Args:
+        call_id: Identifies the call in logs and spans.
+        reference_date: The call's "today": relative dates resolve against it, never the machine clock.
+        policy: Context policy (K, S, optional token threshold).
+        slot_model: The domain's slot model.
+        ledger_capacity: Most identifiers held at once.
+    """
+
+    call_id: str = "call"
+    reference_date: dt.date = field(default_factory=dt.date.today)
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    slot_model: type[BaseModel] = NoSlots
+    ledger_capacity: int = 64
+    transcript: TranscriptLane = field(init=False, default_factory=TranscriptLane)
+    summary: EpisodeSummary = field(init=False, default_factory=EpisodeSummary)
+    drop_log: DropLog = field(init=False, default_factory=DropLog)
+    turn: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(capacity=self.ledger_capacity)
+        self.slots: SlotLane[Any] = SlotLane(self.slot_model)
+        self.tracker = PolicyTracker(self.policy)
+
+    def start_turn(self, caller_text: str) -> int:
+        """Begins the next turn with the caller's final utterance; returns its number."""
+        self.turn += 1
+        self.transcript.append_caller(self.turn, caller_text)
+        return self.turn
+
+    def add_caller_text(self, text: str) -> None:
+        """Records a further caller utterance within the current turn."""
+        if self.turn == 0:
+            self.start_turn(text)
+        else:
+            self.transcript.append_caller(self.turn, text)
+
+    def record_agent(self, text: str, *, interrupted: bool = False) -> None:
+        """Records what the agent said in the current turn, as heard."""
+        self.transcript.append_agent(max(self.turn, 1), text, interrupted=interrupted)
+
+    def raw_entries(self) -> list[TranscriptEntry]:
+        """Transcript entries kept verbatim right now (never fewer than the last K turns)."""
+        first = self.tracker.raw_from(max(self.turn, 1))
+        return self.transcript.in_turns(first, self.turn)
+
+    def recent_entries(self) -> list[TranscriptEntry]:
+        """Entries of the last K turns plus the current one: the ID guard's raw view."""
+        first = self.policy.window_start(max(self.turn, 1))
+        return self.transcript.in_turns(first, self.turn)

@@ -1,0 +1,61 @@
+"""The drop log: which tracked facts each summary regeneration kept and lost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DropEvent:
+    """One regeneration's fact accounting, ready to attach to a tracing span.
+
+    Attributes:
+        turn: The turn at whose start the regeneration ran.
+        keys_in: Tracked fact keys present in what the summarizer received.
+        keys_out: Tracked fact keys present in what it returned.
+    """
+
+    turn: int
+    keys_in: frozenset[str]
+    keys_out: frozenset[str]
+
+    @property
+    def dropped(self) -> frozenset[str]:
+        """Keys that went in and did not come out."""
+        return self.keys_in - self.keys_out
+
+    def span_attributes(self) -> dict[str, object]:
+        """Attributes for an OpenTelemetry span (keys are fact names, never values)."""
+        return {
+            "summary.regeneration_turn": self.turn,
+            "summary.facts_in": sorted(self.keys_in),
+            "summary.facts_out": sorted(self.keys_out),
+            "summary.facts_dropped": sorted(self.dropped),
+        }
+
+
+def facts_present(text: str, tracked: Mapping[str, str]) -> frozenset[str]:
+    """Keys of ``tracked`` (key -> exact value) whose value appears verbatim in ``text``."""
+    return frozenset(key for key, value in tracked.items() if value and value in text)
+
+
+@dataclass
+class DropLog:
+    """Accumulates :class:`DropEvent` records for a call."""
+
+    events: list[DropEvent] = field(default_factory=list)
+
+    def record(self, turn: int, keys_in: frozenset[str], keys_out: frozenset[str]) -> DropEvent:
+        """Appends one regeneration's accounting and returns it."""
+        event = DropEvent(turn=turn, keys_in=keys_in, keys_out=keys_out)
+        self.events.append(event)
+        return event
+
+    def retention(self) -> float | None:
+        """Observed per-pass retention: kept / offered over all passes (None before any)."""
+        offered = sum(len(e.keys_in) for e in self.events)
+        if offered == 0:
+            return None
+        kept = sum(len(e.keys_in & e.keys_out) for e in self.events)
+        return kept / offered

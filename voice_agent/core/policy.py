@@ -1,0 +1,138 @@
+"""The context policy: which turns stay raw, when the summary is regenerated.
+
+One implementation (:class:`PolicyTracker`) drives both the live trigger in a call
+and the calculator (:func:`rewrite_schedule`), so what the calculator predicts is
+what a call does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+from dataclasses import dataclass
+
+
+class PolicyError(ValueError):
+    """Invalid policy parameters."""
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """Keep ``keep`` turns raw; regenerate the summary every ``every`` turns.
+
+    Turns are numbered from 1. At the start of turn m the raw window holds turns
+    m-keep .. m-1. When m is a multiple of ``every`` (or, with a token threshold,
+    when the assembled context reached ``max_context_tokens``), the summarizer runs
+    and receives the previous summary plus every not yet summarized turn u <= m-keep-1.
+
+    Args:
+        keep: K, the number of recent turns that are never compacted (>= 1).
+        every: S, the regeneration cadence in turns (>= 1).
+        max_context_tokens: Optional token-threshold trigger (>= 1), in addition to the cadence.
+    """
+
+    keep: int = 6
+    every: int = 5
+    max_context_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep < 1:
+            raise PolicyError(f"keep (K) must be at least 1, got {self.keep}")
+        if self.every < 1:
+            raise PolicyError(f"every (S) must be at least 1, got {self.every}")
+        if self.max_context_tokens is not None and self.max_context_tokens < 1:
+            raise PolicyError(f"max_context_tokens must be at least 1, got {self.max_context_tokens}")
+
+    def window_start(self, turn: int) -> int:
+        """First turn of the raw window at the start of ``turn``."""
+        return max(1, turn - self.keep)
+
+    def summarizable_through(self, turn: int) -> int:
+        """Highest turn a regeneration at the start of ``turn`` may receive (m-K-1)."""
+        return turn - self.keep - 1
+
+    def triggers(self, turn: int, context_tokens: int | None = None) -> bool:
+        """Whether a regeneration is due at the start of ``turn``."""
+        if turn % self.every == 0:
+            return True
+        return (
+            self.max_context_tokens is not None
+            and context_tokens is not None
+            and context_tokens >= self.max_context_tokens
+        )
+
+
+@dataclass(frozen=True)
+class Regeneration:
+    """One summary pass: it runs at the start of ``turn`` and receives turns ``first..last``."""
+
+    turn: int
+    first: int
+    last: int
+
+
+@dataclass
+class PolicyTracker:
+    """Live state of a policy within one call: what has been summarized so far."""
+
+    policy: ContextPolicy
+    summarized_through: int = 0
+
+    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> Regeneration | None:
+        """Returns the pass to run at the start of ``turn``, or None.
+
+        A pass runs only when triggered and there is at least one turn that left the
+        window unsummarized; with nothing new there is nothing to rewrite.
+        """
+        if not self.policy.triggers(turn, context_tokens):
+            return None
+        last = self.policy.summarizable_through(turn)
+        if last <= self.summarized_through:
+            return None
+        regeneration = Regeneration(turn=turn, first=self.summarized_through + 1, last=last)
+        self.summarized_through = last
+        return regeneration
+
+    def raw_from(self, turn: int) -> int:
+        """First turn kept verbatim during ``turn``: everything not yet summarized.
+
+        That is never later than the K-turn window, so the last K turns are always raw.
+        """
+        return min(self.summarized_through + 1, self.policy.window_start(turn))
+
+
+@functools.lru_cache(maxsize=4096)
+def regenerations(policy: ContextPolicy, through: int) -> tuple[Regeneration, ...]:
+    """Every pass a cadence-driven call runs at the start of turns 1..``through``.
+
+    Steps the same :class:`PolicyTracker` a live call uses (no token trigger here).
+    """
+    tracker = PolicyTracker(policy)
+    passes = (tracker.on_turn_start(turn) for turn in range(1, through + 1))
+    return tuple(p for p in passes if p is not None)
+
+
+def rewrite_schedule(policy: ContextPolicy, stated: int, needed: int) -> list[int]:
+    """Turns whose regeneration rewrites a fact stated on ``stated`` before it is needed.
+
+    A pass rewrites the fact when it receives it (the fact's turn just left the window)
+    or carries it (an earlier pass already folded it in): exactly the passes whose
+    input reaches turn ``stated``.
+    """
+    if stated < 1 or needed < stated:
+        raise PolicyError(f"need 1 <= stated <= needed, got stated={stated}, needed={needed}")
+    lasts, turns = _pass_index(policy, needed)
+    # Passes are ordered by turn and so by ``last``; the first reaching ``stated`` starts the run.
+    return list(turns[bisect.bisect_left(lasts, stated) :])
+
+
+@functools.lru_cache(maxsize=4096)
+def _pass_index(policy: ContextPolicy, through: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    passes = regenerations(policy, through)
+    return tuple(p.last for p in passes), tuple(p.turn for p in passes)
+
+
+def closed_form_bound(policy: ContextPolicy, stated: int, needed: int) -> int:
+    """The commonly quoted ceil((T-t-K)/S); an upper bound on the exact count."""
+    return max(0, math.ceil((needed - stated - policy.keep) / policy.every))

@@ -1,0 +1,99 @@
+"""Tool schemas with explicit argument kinds and harvest rules.
+
+Identifier and date parameters are marked in the schema, never guessed from a
+parameter's name; the guards and the harvest read these marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+KIND_KEY = "x-kind"
+"""JSON-schema extension key that carries a parameter's kind."""
+
+
+class ParamKind(StrEnum):
+    """What a tool parameter carries."""
+
+    PLAIN = "plain"
+    IDENTIFIER = "identifier"
+    DATE = "date"
+
+
+@dataclass(frozen=True)
+class ToolParam:
+    """One tool parameter.
+
+    Attributes:
+        name: Argument name.
+        description: Shown to the model.
+        kind: Plain, identifier (ID guard) or date (date guard).
+        role: For identifiers, the ledger role a caller-stated value is recorded under.
+        required: Whether the model must supply it.
+        enum: Allowed values, for plain string parameters.
+    """
+
+    name: str
+    description: str
+    kind: ParamKind = ParamKind.PLAIN
+    role: str | None = None
+    required: bool = True
+    enum: tuple[str, ...] = ()
+    type: str = "string"
+
+
+@dataclass(frozen=True)
+class HarvestField:
+    """Where a structured tool result feeds the ledger and slots.
+
+    Attributes:
+        path: Field name in the result; ``items[].field`` reads ``field`` of every item of list ``items``.
+        role: Ledger role for the value (identifiers); ``{other}`` is filled from the same object.
+        slot: Slot the value is written to, if any.
+    """
+
+    path: str
+    role: str | None = None
+    slot: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the guards and the harvest see it.
+
+    Attributes:
+        name: Tool name.
+        description: Shown to the model.
+        params: Parameters with their kinds.
+        mutates: True for tools that change state (credits, refunds, bookings,
+            disputes); those refuse unverified identifiers.
+        harvest: Result fields to record in the ledger and slots.
+    """
+
+    name: str
+    description: str
+    params: tuple[ToolParam, ...] = ()
+    mutates: bool = False
+    harvest: tuple[HarvestField, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def params_of(self, kind: ParamKind) -> list[ToolParam]:
+        """Parameters of ``kind``."""
+        return [p for p in self.params if p.kind is kind]
+
+    def json_schema(self) -> dict[str, Any]:
+        """OpenAI-style function parameters, with each parameter's kind under ``x-kind``."""
+        properties: dict[str, Any] = {}
+        for p in self.params:
+            prop: dict[str, Any] = {"type": p.type, "description": p.description, KIND_KEY: p.kind.value}
+            if p.enum:
+                prop["enum"] = list(p.enum)
+            properties[p.name] = prop
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": [p.name for p in self.params if p.required],
+        }

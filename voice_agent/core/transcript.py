@@ -1,0 +1,142 @@
+"""The transcript lane: the append-only record of truth for one call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class EntryKind(StrEnum):
+    """What a transcript entry records."""
+
+    CALLER = "caller"
+    AGENT = "agent"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+class ToolOutcome(StrEnum):
+    """How a tool call ended, so no call is ever left pending in the record."""
+
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One immutable line of the transcript.
+
+    Attributes:
+        index: Position in the lane, from 0.
+        turn: The turn it belongs to (turns count from 1).
+        kind: Caller or agent utterance, tool call or tool result.
+        text: The words as said (agent text is cut where the caller barged in).
+        tool_name: For tool entries, the tool's name.
+        tool_call_id: For tool entries, the id pairing a call with its result.
+        arguments: For tool calls, the arguments as the model produced them.
+        result: For tool results, the structured result.
+        outcome: For tool results, how the call ended.
+        interrupted: For agent utterances, whether the caller cut it off.
+    """
+
+    index: int
+    turn: int
+    kind: EntryKind
+    text: str = ""
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    result: Any = None
+    outcome: ToolOutcome | None = None
+    interrupted: bool = False
+
+    def render(self) -> str:
+        """Renders the entry as one line of plain text, values verbatim."""
+        if self.kind is EntryKind.CALLER:
+            return f"CALLER: {self.text}"
+        if self.kind is EntryKind.AGENT:
+            cut = " [interrupted]" if self.interrupted else ""
+            return f"AGENT: {self.text}{cut}"
+        if self.kind is EntryKind.TOOL_CALL:
+            args = json.dumps(dict(self.arguments or {}), sort_keys=True, default=str)
+            return f"TOOL_CALL {self.tool_name}({args})"
+        body = json.dumps(self.result, sort_keys=True, default=str)
+        return f"TOOL_RESULT {self.tool_name} [{self.outcome}]: {body}"
+
+
+@dataclass
+class TranscriptLane:
+    """Append-only record of final utterances, tool calls and tool results.
+
+    Nothing is ever removed or edited: every other lane is derived from this one,
+    and the date guard re-reads it in full.
+    """
+
+    _entries: list[TranscriptEntry] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[TranscriptEntry]:
+        return iter(tuple(self._entries))
+
+    @property
+    def entries(self) -> tuple[TranscriptEntry, ...]:
+        """All entries, oldest first (an immutable snapshot)."""
+        return tuple(self._entries)
+
+    def _append(self, turn: int, kind: EntryKind, **values: Any) -> TranscriptEntry:
+        if turn < 1:
+            raise ValueError(f"turns count from 1, got {turn}")
+        if self._entries and turn < self._entries[-1].turn:
+            raise ValueError(f"turn {turn} is older than the last recorded turn {self._entries[-1].turn}")
+        entry = TranscriptEntry(index=len(self._entries), turn=turn, kind=kind, **values)
+        self._entries.append(entry)
+        return entry
+
+    def append_caller(self, turn: int, text: str) -> TranscriptEntry:
+        """Records a final caller utterance."""
+        return self._append(turn, EntryKind.CALLER, text=text)
+
+    def append_agent(self, turn: int, text: str, *, interrupted: bool = False) -> TranscriptEntry:
+        """Records what the agent said, as heard (cut and flagged when interrupted)."""
+        return self._append(turn, EntryKind.AGENT, text=text, interrupted=interrupted)
+
+    def append_tool_call(
+        self, turn: int, tool_name: str, tool_call_id: str, arguments: Mapping[str, Any]
+    ) -> TranscriptEntry:
+        """Records a tool call as the model produced it, before any guard runs."""
+        return self._append(
+            turn, EntryKind.TOOL_CALL, tool_name=tool_name, tool_call_id=tool_call_id, arguments=dict(arguments)
+        )
+
+    def append_tool_result(
+        self, turn: int, tool_name: str, tool_call_id: str, result: Any, outcome: ToolOutcome
+    ) -> TranscriptEntry:
+        """Records how a tool call ended and what it returned."""
+        return self._append(
+            turn, EntryKind.TOOL_RESULT, tool_name=tool_name, tool_call_id=tool_call_id, result=result, outcome=outcome
+        )
+
+    def in_turns(self, first: int, last: int) -> list[TranscriptEntry]:
+        """Entries whose turn lies in ``first..last`` inclusive, in order."""
+        return [e for e in self._entries if first <= e.turn <= last]
+
+    def caller_utterances(self) -> list[TranscriptEntry]:
+        """Every caller utterance of the call, in order."""
+        return [e for e in self._entries if e.kind is EntryKind.CALLER]
+
+    def pending_tool_calls(self) -> list[TranscriptEntry]:
+        """Tool calls that have no result yet."""
+        done = {e.tool_call_id for e in self._entries if e.kind is EntryKind.TOOL_RESULT}
+        return [e for e in self._entries if e.kind is EntryKind.TOOL_CALL and e.tool_call_id not in done]
+
+    @property
+    def last_turn(self) -> int:
+        """The highest turn recorded so far (0 for an empty lane)."""
+        return self._entries[-1].turn if self._entries else 0
