@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class TranscriptLane:
     """
 
     _entries: list[TranscriptEntry] = field(default_factory=list)
+    # Turn of each entry, kept sorted (turns never go back), so a window lookup is a bisect
+    # instead of a scan: the assembler asks for the recent turns on every inference.
+    _turns: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -97,6 +101,7 @@ class TranscriptLane:
             raise ValueError(f"turn {turn} is older than the last recorded turn {self._entries[-1].turn}")
         entry = TranscriptEntry(index=len(self._entries), turn=turn, kind=kind, **values)
         self._entries.append(entry)
+        self._turns.append(turn)
         return entry
 
     def append_caller(self, turn: int, text: str) -> TranscriptEntry:
@@ -125,7 +130,9 @@ class TranscriptLane:
 
     def in_turns(self, first: int, last: int) -> list[TranscriptEntry]:
         """Entries whose turn lies in ``first..last`` inclusive, in order."""
-        return [e for e in self._entries if first <= e.turn <= last]
+        lo = bisect.bisect_left(self._turns, first)
+        hi = bisect.bisect_right(self._turns, last)
+        return self._entries[lo:hi]
 
     def caller_utterances(self) -> list[TranscriptEntry]:
         """Every caller utterance of the call, in order."""

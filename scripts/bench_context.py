@@ -1,0 +1,170 @@
+"""Benchmarks context assembly: time per turn, and tokens per request against two baselines.
+
+Run: .venv/bin/python scripts/bench_context.py
+
+Baselines, run side by side on the same scripted 120-turn call:
+- full history: every message ever, never compacted;
+- pipecat built-in: pipecat's own summarization util (trigger at 20 unsummarized messages
+  or 8000 estimated tokens, keep the last 4 messages, the summary replaces the rest and is
+  itself re-summarized next time);
+- lanes (ours): system + KNOWN FACTS + structured summary + raw recent turns + constraints.
+All three summaries are given the same size (the summary text a summarizer would return is
+modelled as 2 KB) so only the policy differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loguru import logger  # noqa: E402
+from pipecat.processors.aggregators.llm_context import LLMContext  # noqa: E402
+from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil  # noqa: E402
+
+from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages  # noqa: E402
+from voice_agent.core.call_state import CallState  # noqa: E402
+from voice_agent.core.compaction import Compactor  # noqa: E402
+from voice_agent.core.policy import ContextPolicy  # noqa: E402
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest  # noqa: E402
+from voice_agent.core.tokens import estimate_message_tokens  # noqa: E402
+from voice_agent.core.transcript import ToolOutcome  # noqa: E402
+
+SYSTEM = "You are a billing support agent on a phone call. Be brief, confirm values, never guess identifiers." * 2
+SUMMARY_BYTES = 2048
+CALLER = "Yes so about the charge from last month, I think it was {n}, can you check what happened there please"
+AGENT = "I understand. Let me look at that for you. I can see the statement and the items from that period, one moment."
+RESULT = {"status": "ok", "items": [{"invoice_id": "INV-2026-{n:04d}", "amount": "42.10", "state": "open"}] * 3}
+
+
+class FixedSizeSummarizer:
+    """Returns a summary of about SUMMARY_BYTES, as a real summarizer with a length budget would."""
+
+    async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
+        line = "caller discussed the disputed_invoice and the charge history in detail"
+        return EpisodeSummary(established=[line] * (SUMMARY_BYTES // len(line)))
+
+
+def scripted_turn(state: CallState, n: int) -> None:
+    state.start_turn(CALLER.format(n=n))
+    if n % 4 == 0:
+        state.transcript.append_tool_call(state.turn, "get_invoice", f"call{n}", {"invoice_id": f"INV-2026-{n:04d}"})
+        state.transcript.append_tool_result(state.turn, "get_invoice", f"call{n}", RESULT, ToolOutcome.COMPLETED)
+    state.record_agent(AGENT)
+
+
+def make_state(turns: int, ledger_entries: int = 20) -> CallState:
+    state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(keep=6, every=5))
+    for i in range(ledger_entries):
+        state.ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{i:04d}", 1, "list_invoices", "invoice_id")
+    for n in range(1, turns + 1):
+        scripted_turn(state, n)
+        state.tracker.on_turn_start(state.turn)
+    line = "the caller explained the disputed charge and what was already attempted"
+    state.summary = EpisodeSummary(established=[line] * (SUMMARY_BYTES // len(line)))
+    return state
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_assembly() -> None:
+    config = AssemblerConfig(system_prompt=SYSTEM, hard_constraints=("Never read back a full card number.",),
+                             summary_max_tokens=600)
+    assembler = ContextAssembler(config)
+    print("Assembly time per turn (20 ledger entries, 2 KB summary)")
+    print(f"{'turn':>6} {'p50 µs':>9} {'p99 µs':>9} {'tokens':>7}")
+    for turns in (10, 100, 1000):
+        state = make_state(turns)
+        for _ in range(200):
+            assembler.build(state)
+        samples = []
+        for _ in range(3000):
+            t0 = time.perf_counter_ns()
+            ctx = assembler.build(state)
+            samples.append((time.perf_counter_ns() - t0) / 1000)
+        print(f"{turns:>6} {percentile(samples, 0.5):>9.1f} {percentile(samples, 0.99):>9.1f} {ctx.total_tokens:>7}")
+
+
+def pipecat_tokens_per_request(turns: int) -> list[int]:
+    """Tokens sent per request under pipecat's built-in summarization policy."""
+    state = CallState(reference_date=dt.date(2026, 11, 30))
+    context = LLMContext([{"role": "system", "content": SYSTEM}])
+    summary_text = "x" * SUMMARY_BYTES
+    unsummarized = 0
+    sizes = []
+    for n in range(1, turns + 1):
+        before = len(state.transcript)
+        scripted_turn(state, n)
+        new = entries_to_messages(state.transcript.entries[before:])
+        context.add_messages(new)
+        unsummarized += len(new)
+        tokens = LLMContextSummarizationUtil.estimate_context_tokens(context)
+        if unsummarized >= 20 or tokens >= 8000:
+            picked = LLMContextSummarizationUtil.get_messages_to_summarize(context, 4)
+            if picked.messages:
+                kept = context.messages[picked.last_summarized_index + 1 :]
+                head = [{"role": "system", "content": SYSTEM},
+                        {"role": "user", "content": f"Conversation summary: {summary_text}"}]
+                context.set_messages(head + kept)
+                unsummarized = len(kept)
+        sizes.append(LLMContextSummarizationUtil.estimate_context_tokens(context) + estimate_message_tokens(""))
+    return sizes
+
+
+def full_history_tokens_per_request(turns: int) -> list[int]:
+    state = CallState(reference_date=dt.date(2026, 11, 30))
+    sizes = []
+    for n in range(1, turns + 1):
+        scripted_turn(state, n)
+        messages = [{"role": "system", "content": SYSTEM}, *entries_to_messages(state.transcript.entries)]
+        sizes.append(LLMContextSummarizationUtil.estimate_context_tokens(LLMContext(messages)))
+    return sizes
+
+
+def lanes_tokens_per_request(turns: int) -> list[int]:
+    state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(keep=6, every=5))
+    for i in range(20):
+        state.ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{i:04d}", 1, "list_invoices", "invoice_id")
+    assembler = ContextAssembler(AssemblerConfig(system_prompt=SYSTEM, summary_max_tokens=600))
+    compactor = Compactor(FixedSizeSummarizer())
+    sizes = []
+    for n in range(1, turns + 1):
+        scripted_turn(state, n)
+        asyncio.run(compactor.on_turn_start(state))
+        messages = assembler.build(state).messages
+        sizes.append(LLMContextSummarizationUtil.estimate_context_tokens(LLMContext(messages)))
+    return sizes
+
+
+def bench_tokens(turns: int = 120) -> None:
+    policies = {
+        "full history": full_history_tokens_per_request(turns),
+        "pipecat built-in": pipecat_tokens_per_request(turns),
+        "lanes (ours)": lanes_tokens_per_request(turns),
+    }
+    print(f"\nEstimated tokens per LLM request over a {turns}-turn scripted call (pipecat's estimator for all)")
+    print(f"{'policy':<18} {'mean':>7} {'max':>7} {'@turn 30':>9} {'@turn 60':>9} {'@turn 120':>10} {'total':>9}")
+    for name, sizes in policies.items():
+        print(f"{name:<18} {statistics.mean(sizes):>7.0f} {max(sizes):>7} {sizes[29]:>9} {sizes[59]:>9} "
+              f"{sizes[-1]:>10} {sum(sizes):>9}")
+    ours = sum(policies["lanes (ours)"])
+    print("\nRatios of total tokens (baseline / ours):")
+    for name in ("full history", "pipecat built-in"):
+        print(f"  {name:<18} {sum(policies[name]) / ours:.2f}x")
+    tail = policies["lanes (ours)"][12:]
+    print(f"lanes after turn K+S+1: min {min(tail)}, max {max(tail)} tokens (flat: bounded sawtooth of S turns)")
+
+
+if __name__ == "__main__":
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
+    bench_assembly()
+    bench_tokens()
