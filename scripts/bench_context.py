@@ -19,21 +19,18 @@ import datetime as dt
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from loguru import logger
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil
 
-from loguru import logger  # noqa: E402
-from pipecat.processors.aggregators.llm_context import LLMContext  # noqa: E402
-from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil  # noqa: E402
-
-from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages  # noqa: E402
-from voice_agent.core.call_state import CallState  # noqa: E402
-from voice_agent.core.compaction import Compactor  # noqa: E402
-from voice_agent.core.policy import ContextPolicy  # noqa: E402
-from voice_agent.core.summary import EpisodeSummary, SummaryRequest  # noqa: E402
-from voice_agent.core.tokens import estimate_message_tokens  # noqa: E402
-from voice_agent.core.transcript import ToolOutcome  # noqa: E402
+from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages
+from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import Compactor
+from voice_agent.core.policy import ContextPolicy
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.core.tokens import estimate_message_tokens
+from voice_agent.core.transcript import ToolOutcome
 
 SYSTEM = "You are a billing support agent on a phone call. Be brief, confirm values, never guess identifiers." * 2
 SUMMARY_BYTES = 2048
