@@ -1,0 +1,1 @@
+"""Agent brains: what decides the next utterance or tool call from the assembled context."""

@@ -1,0 +1,1 @@
+"""Domains: tools, slots, backend and reference brain for one line of business."""

@@ -1,0 +1,48 @@
+"""What a domain provides to the pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from voice_agent.agent.brain import Brain
+from voice_agent.core.call_state import CallState
+from voice_agent.core.tool_spec import ToolSpec
+
+ToolHandler = Callable[[dict[str, Any], CallState], Awaitable[dict[str, Any]]]
+"""Runs a tool: (arguments, call state) -> structured result. Raises ToolError on bad input."""
+
+
+class ToolError(Exception):
+    """A tool refused its input (unknown record, bad amount...): the message goes to the model."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Everything the pipeline needs to serve one domain.
+
+    Attributes:
+        name: Domain name ("billing").
+        slot_model: The typed must-keep facts.
+        tools: Tool specs, with identifier and date parameters marked.
+        handlers: Tool name -> handler.
+        make_brain: Builds the deterministic reference brain for this domain.
+        system_prompt: The agent's instructions.
+        hard_constraints: Rules restated at the end of every context.
+    """
+
+    name: str
+    slot_model: type[BaseModel]
+    tools: tuple[ToolSpec, ...]
+    handlers: Mapping[str, ToolHandler]
+    make_brain: Callable[[], Brain]
+    system_prompt: str
+    hard_constraints: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The spec of tool ``name``, if the domain has it."""
+        return next((t for t in self.tools if t.name == name), None)
