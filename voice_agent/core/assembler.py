@@ -53,6 +53,16 @@ class AssembledContext:
     lane_tokens: dict[str, int] = field(default_factory=dict)
     summary_lines_dropped: int = 0
 
+    @classmethod
+    def from_lanes(cls, lanes: dict[str, list[Message]]) -> AssembledContext:
+        """Flattens lanes, in the given order, with a token estimate per lane."""
+        messages: list[Message] = []
+        tokens: dict[str, int] = {}
+        for name, lane in lanes.items():
+            messages.extend(lane)
+            tokens[name] = sum(_message_tokens(m) for m in lane)
+        return cls(messages=messages, lane_tokens=tokens)
+
     @property
     def total_tokens(self) -> int:
         """Estimated tokens of the whole request."""
@@ -68,10 +78,11 @@ class AssembledContext:
         return "\n".join(parts)
 
 
-def known_facts_block(state: CallState) -> str | None:
-    """Slots and ledger rendered verbatim, or None when both are empty."""
+def known_facts_block(state: CallState, extra_facts: Sequence[str] = ()) -> str | None:
+    """Slots, ledger and any extra verbatim lines, or None when all are empty."""
     lines = [f"- {line}" for line in state.slots.render_lines()]
     lines += [f"- {entry.render()}" for entry in state.ledger.entries]
+    lines += [f"- {line}" for line in extra_facts]
     if not lines:
         return None
     return KNOWN_FACTS_HEADER + "\n" + "\n".join(lines)
@@ -145,33 +156,51 @@ class ContextAssembler:
     def __init__(self, config: AssemblerConfig | None = None) -> None:
         self.config = config or AssemblerConfig()
 
-    def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
-        """Assembles the context for the current turn of ``state``."""
+    def build(
+        self, state: CallState, retrieved: Sequence[str] = (), extra_facts: Sequence[str] = ()
+    ) -> AssembledContext:
+        """Assembles the context for the current turn of ``state``.
+
+        Args:
+            state: The call.
+            retrieved: Knowledge chunks for the current question (at most ``max_retrieved`` are used).
+            extra_facts: More verbatim KNOWN FACTS lines, e.g. the caller's date constraints in their own words.
+        """
         lanes: dict[str, list[Message]] = {name: [] for name in LANE_ORDER}
         lanes["system"].append({"role": "system", "content": self.config.system_prompt})
-        facts = known_facts_block(state)
+        facts = known_facts_block(state, extra_facts)
         if facts:
             lanes["known_facts"].append({"role": "system", "content": facts})
         dropped = 0
         if not state.summary.is_empty():
             text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
             lanes["summary"].append({"role": "system", "content": "SUMMARY of earlier turns:\n" + text})
-        chunks = list(retrieved)[: self.config.max_retrieved]
-        if chunks:
-            body = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(chunks))
-            content = "KNOWLEDGE (may help with this question):\n" + body
-            lanes["retrieved"].append({"role": "system", "content": content})
+        lanes["retrieved"] = lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved]))
         lanes["recent"] = entries_to_messages(state.raw_entries())
-        if self.config.hard_constraints:
-            rules = "\n".join(f"- {rule}" for rule in self.config.hard_constraints)
-            content = "HARD CONSTRAINTS (never break these):\n" + rules
-            lanes["constraints"].append({"role": "system", "content": content})
-        messages: list[Message] = []
-        tokens: dict[str, int] = {}
-        for name in LANE_ORDER:
-            messages.extend(lanes[name])
-            tokens[name] = sum(_message_tokens(m) for m in lanes[name])
-        return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped)
+        lanes["constraints"] = lane_of(constraints_message(self.config.hard_constraints))
+        context = AssembledContext.from_lanes(lanes)
+        context.summary_lines_dropped = dropped
+        return context
+
+
+def lane_of(message: Message | None) -> list[Message]:
+    """A lane holding ``message``, or an empty lane."""
+    return [message] if message is not None else []
+
+
+def retrieved_message(chunks: Sequence[str]) -> Message | None:
+    """The retrieved-knowledge message, or None without chunks."""
+    if not chunks:
+        return None
+    body = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(chunks))
+    return {"role": "system", "content": "KNOWLEDGE (may help with this question):\n" + body}
+
+
+def constraints_message(rules: Sequence[str]) -> Message | None:
+    """The hard constraints, restated near the end of the context, or None without rules."""
+    if not rules:
+        return None
+    return {"role": "system", "content": "HARD CONSTRAINTS (never break these):\n" + "\n".join(f"- {r}" for r in rules)}
 
 
 def _message_tokens(message: Message) -> int:

@@ -1,0 +1,98 @@
+"""The tool gate: guards before a tool runs, harvest after it returns.
+
+Pure core: the pipecat tool layer wraps every handler with :meth:`ToolGate.review`
+and :meth:`ToolGate.harvest`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from voice_agent.core.call_state import CallState
+from voice_agent.core.guards.date_guard import DateCheck, DateGuard
+from voice_agent.core.guards.id_guard import IdCheck, IdGuard
+from voice_agent.core.harvest import Harvested, harvest_result, record_caller_arguments
+from voice_agent.core.tool_spec import ParamKind, ToolSpec
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether a tool call may run, with every guard verdict.
+
+    Attributes:
+        tool: The tool's name.
+        id_checks: One per identifier argument.
+        date_checks: One per date argument (the transcript is re-read only when there is one).
+        rejection: The structured result the model receives instead of running the tool.
+    """
+
+    tool: str
+    id_checks: tuple[IdCheck, ...] = ()
+    date_checks: tuple[DateCheck, ...] = ()
+    rejection: dict[str, Any] | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True when the tool may run."""
+        return self.rejection is None
+
+    def verdicts(self) -> list[dict[str, str]]:
+        """Verdicts as plain records for logs and spans (argument names, never values)."""
+        out = [{"guard": "id", "argument": c.argument, "verdict": c.verdict.value} for c in self.id_checks]
+        out += [{"guard": "date", "argument": c.argument, "verdict": c.verdict.value} for c in self.date_checks]
+        return out
+
+
+class ToolGate:
+    """Runs the ID and date guards for a domain's tools.
+
+    Args:
+        tools: The domain's tool specs by name.
+        reference_date_guard: The call's date guard (resolves against the call's reference date).
+    """
+
+    def __init__(self, tools: Mapping[str, ToolSpec], date_guard: DateGuard) -> None:
+        self.tools = dict(tools)
+        self.id_guard = IdGuard()
+        self.date_guard = date_guard
+
+    def review(self, state: CallState, tool_name: str, arguments: Mapping[str, Any]) -> GateDecision:
+        """Checks one call before it runs; never modifies the lanes."""
+        tool = self.tools.get(tool_name)
+        if tool is None:
+            return GateDecision(tool_name, rejection=_rejection("tool", "unknown_tool", f"No tool named {tool_name}."))
+        id_checks = tuple(self.id_guard.check(tool, arguments, state.ledger, state.recent_entries()))
+        date_checks: tuple[DateCheck, ...] = ()
+        if tool.params_of(ParamKind.DATE) and any(p.name in arguments for p in tool.params_of(ParamKind.DATE)):
+            # The full transcript is re-read here, at the moment of a date-bearing action, and only here.
+            date_checks = tuple(self.date_guard.check(tool, arguments, state.transcript))
+        for check in id_checks:
+            if not check.accepted:
+                return GateDecision(tool_name, id_checks, date_checks, _rejection("id", check.verdict, check.reason))
+        for date_check in date_checks:
+            if not date_check.accepted:
+                rejection = _rejection("date", date_check.verdict, date_check.reason)
+                rejection["citations"] = [{"turn": c.turn, "words": c.words} for c in date_check.citations]
+                return GateDecision(tool_name, id_checks, date_checks, rejection)
+        return GateDecision(tool_name, id_checks, date_checks)
+
+    def harvest(
+        self, state: CallState, tool_name: str, arguments: Mapping[str, Any], result: Any
+    ) -> Harvested | None:
+        """After a successful call: caller-stated IDs enter the ledger, the result is harvested."""
+        tool = self.tools.get(tool_name)
+        if tool is None:
+            return None
+        turn = max(state.turn, 1)
+        for param in tool.params_of(ParamKind.IDENTIFIER):
+            value = arguments.get(param.name)
+            if isinstance(value, str):
+                state.ledger.touch(value, turn)
+        record_caller_arguments(tool, arguments, state.ledger, turn)
+        return harvest_result(tool, result, state.ledger, state.slots, turn)
+
+
+def _rejection(guard: str, verdict: str, reason: str) -> dict[str, Any]:
+    return {"status": "rejected", "guard": guard, "verdict": str(verdict), "reason": reason}

@@ -1,0 +1,27 @@
+"""What a memory policy does for the pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from voice_agent.core.assembler import AssembledContext
+from voice_agent.core.call_state import CallState
+from voice_agent.core.drop_log import DropEvent
+
+
+class Policy(Protocol):
+    """Decides what the model sees: which lanes, which summary, how many raw turns."""
+
+    @property
+    def name(self) -> str:
+        """``lanes``, ``rolling`` or ``window``."""
+        ...
+
+    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+        """Runs the summary regeneration due at the start of ``state.turn``, if any."""
+        ...
+
+    def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
+        """The context for the current inference."""
+        ...

@@ -1,0 +1,53 @@
+"""``lanes``: slots, ledger and the caller's own date words verbatim, a structured summary, raw turns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from voice_agent.core.assembler import AssembledContext, AssemblerConfig, ContextAssembler
+from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import Compactor
+from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.summary import Summarizer
+
+
+class LanesPolicy:
+    """Our policy: facts live in lanes that never pass through a model.
+
+    Args:
+        assembler: Builds the messages from the lanes.
+        summarizer: Regenerates the narrative summary.
+        date_guard: Shared with the tool gate; its per-utterance extraction cache makes the
+            caller-constraint lines cheap on every inference.
+        extra_tracked: Facts to follow in the drop log besides ledger and slots.
+    """
+
+    name = "lanes"
+
+    def __init__(
+        self, assembler_config: AssemblerConfig, summarizer: Summarizer, date_guard: DateGuard,
+        extra_tracked: dict[str, str] | None = None,
+    ) -> None:
+        self.assembler = ContextAssembler(assembler_config)
+        self.compactor = Compactor(summarizer, extra_tracked)
+        self.date_guard = date_guard
+
+    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+        """Regenerates the structured summary when the schedule says so."""
+        return await self.compactor.on_turn_start(state)
+
+    def caller_constraint_lines(self, state: CallState) -> list[str]:
+        """The caller's utterances that state date constraints, verbatim, with their turns."""
+        turns = {turn for turn, _ in self.date_guard.constraints(state.transcript)}
+        return [
+            f'caller date constraint (turn {e.turn}, caller\'s words): "{e.text}"'
+            for e in state.transcript.caller_utterances()
+            if e.turn in turns
+        ]
+
+    def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
+        """KNOWN FACTS + summary + retrieved + raw turns + constraints."""
+        return self.assembler.build(state, retrieved, extra_facts=self.caller_constraint_lines(state))
+
+

@@ -1,0 +1,70 @@
+"""``rolling``: the ordinary policy. One free-text summary, regenerated from itself, no slots, no ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from voice_agent.core.assembler import (
+    AssembledContext,
+    AssemblerConfig,
+    Message,
+    constraints_message,
+    entries_to_messages,
+    lane_of,
+    retrieved_message,
+)
+from voice_agent.core.call_state import CallState
+from voice_agent.core.drop_log import DropEvent, facts_present
+from voice_agent.core.transcript import TranscriptEntry
+
+
+class TextSummarizer(Protocol):
+    """Regenerates a free-text summary from the previous one plus the turns that left the window."""
+
+    async def summarize_text(self, previous: str, turns: Sequence[TranscriptEntry]) -> str:
+        """Returns the new summary text."""
+        ...
+
+
+class RollingPolicy:
+    """The baseline this project exists to beat: a summary of the summary.
+
+    Args:
+        assembler_config: System prompt and hard constraints (the same as for ``lanes``).
+        summarizer: The free-text summarizer.
+        tracked: Facts (key -> exact value) followed in the drop log.
+    """
+
+    name = "rolling"
+
+    def __init__(
+        self, assembler_config: AssemblerConfig, summarizer: TextSummarizer, tracked: dict[str, str] | None = None
+    ) -> None:
+        self.config = assembler_config
+        self.summarizer = summarizer
+        self.tracked = dict(tracked or {})
+        self.summary = ""
+
+    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+        """Folds the turns that left the window into the summary, when the schedule says so."""
+        regeneration = state.tracker.on_turn_start(state.turn)
+        if regeneration is None:
+            return None
+        leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
+        text_in = self.summary + "\n" + "\n".join(e.render() for e in leaving)
+        self.summary = await self.summarizer.summarize_text(self.summary, leaving)
+        return state.drop_log.record(
+            regeneration.turn, facts_present(text_in, self.tracked), facts_present(self.summary, self.tracked)
+        )
+
+    def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
+        """System prompt, the summary, retrieved chunks, the unsummarized raw turns, constraints."""
+        lanes: dict[str, list[Message]] = {
+            "system": [{"role": "system", "content": self.config.system_prompt}],
+            "summary": [{"role": "user", "content": f"Conversation summary: {self.summary}"}] if self.summary else [],
+            "retrieved": lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved])),
+            "recent": entries_to_messages(state.raw_entries()),
+            "constraints": lane_of(constraints_message(self.config.hard_constraints)),
+        }
+        return AssembledContext.from_lanes(lanes)
