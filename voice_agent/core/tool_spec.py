@@ -84,11 +84,18 @@ class ToolSpec:
         """Parameters of ``kind``."""
         return [p for p in self.params if p.kind is kind]
 
-    def json_schema(self) -> dict[str, Any]:
-        """OpenAI-style function parameters, with each parameter's kind under ``x-kind``."""
+    def json_schema(self, *, with_kinds: bool = True) -> dict[str, Any]:
+        """OpenAI-style function parameters, with each parameter's kind under ``x-kind``.
+
+        Args:
+            with_kinds: Include the ``x-kind`` marks (leave them out for providers that reject
+                unknown schema keywords; the guards read the spec, not the provider schema).
+        """
         properties: dict[str, Any] = {}
         for p in self.params:
-            prop: dict[str, Any] = {"type": p.type, "description": p.description, KIND_KEY: p.kind.value}
+            prop: dict[str, Any] = {"type": p.type, "description": p.description}
+            if with_kinds:
+                prop[KIND_KEY] = p.kind.value
             if p.enum:
                 prop["enum"] = list(p.enum)
             properties[p.name] = prop

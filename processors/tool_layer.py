@@ -1,0 +1,39 @@
+"""The tool layer: every handler registered on the LLM runs behind the guards."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.services.llm_service import FunctionCallParams, LLMService
+
+from voice_agent.session import CallSession
+
+
+def tools_schema(session: CallSession) -> ToolsSchema:
+    """The domain's tools as pipecat advertises them to the model (without our kind marks)."""
+    schemas = []
+    for tool in session.domain.tools:
+        params = tool.json_schema(with_kinds=False)
+        schemas.append(FunctionSchema(tool.name, tool.description, params["properties"], params["required"]))
+    return ToolsSchema(standard_tools=schemas)
+
+
+def register_guarded_tools(llm: LLMService, session: CallSession) -> None:
+    """Registers one guarded handler per domain tool on ``llm``.
+
+    The guards run first; a rejection becomes the tool result the model reads, so the
+    bot is never left silent. A call cancelled by a barge-in is recorded as cancelled.
+    """
+
+    async def handler(params: FunctionCallParams) -> None:
+        try:
+            result = await session.execute_tool(params.function_name, params.tool_call_id, dict(params.arguments))
+        except asyncio.CancelledError:
+            session.cancel_tool(params.function_name, params.tool_call_id)
+            raise
+        await params.result_callback(result)
+
+    for tool in session.domain.tools:
+        llm.register_function(tool.name, handler)

@@ -1,0 +1,80 @@
+"""The turn log: records what the agent said as heard, and closes each turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipecat.frames.frames import (
+    Frame,
+    FunctionCallsStartedFrame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    TextFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from voice_agent.session import CallSession, TurnRecord
+from voice_agent.telemetry import emit_turn_span
+
+
+class TurnLog(FrameProcessor):
+    """Aggregates spoken text per response and closes the turn when a response calls no tool.
+
+    Place it where text is released as heard: after the output guard in text mode,
+    after the output transport in audio mode.
+
+    Event handlers:
+        on_turn_completed(processor, record): the agent finished its answer to a turn.
+
+    Args:
+        session: The call.
+    """
+
+    def __init__(self, session: CallSession, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._text: list[str] = []
+        self._calls_in_response = False
+        self._register_event_handler("on_turn_completed")
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Tracks responses and tool calls; forwards every frame unchanged."""
+        await super().process_frame(frame, direction)
+        if direction is FrameDirection.DOWNSTREAM:
+            if isinstance(frame, LLMFullResponseStartFrame):
+                self._text = []
+            elif isinstance(frame, FunctionCallsStartedFrame):
+                # A system frame: it can overtake the response's own start frame, so the flag
+                # is cleared only once the response has been closed.
+                self._calls_in_response = True
+            elif isinstance(frame, TextFrame):
+                self._text.append(frame.text)
+            elif isinstance(frame, LLMFullResponseEndFrame):
+                await self._close_response()
+            elif isinstance(frame, InterruptionFrame):
+                await self._interrupted()
+        await self.push_frame(frame, direction)
+
+    async def _close_response(self) -> None:
+        text = "".join(self._text).strip()
+        self._text = []
+        self._session.record_agent(text)
+        had_calls, self._calls_in_response = self._calls_in_response, False
+        if not had_calls:
+            await self._complete()
+
+    async def _interrupted(self) -> None:
+        heard = "".join(self._text).strip()
+        self._text = []
+        if heard:
+            self._session.record_agent(heard, interrupted=True)
+        # In-flight tools are cancelled by the LLM service (cancel_on_interruption); the tool
+        # layer records each as cancelled when its handler is stopped.
+
+    async def _complete(self) -> None:
+        record: TurnRecord | None = self._session.current
+        if record is None:
+            return
+        emit_turn_span(self._session, record)
+        await self._call_event_handler("on_turn_completed", record)

@@ -1,0 +1,1 @@
+"""Service factory and our own pipecat services."""

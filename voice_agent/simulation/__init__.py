@@ -1,0 +1,1 @@
+"""Scripted calls through the real pipeline, and the report that compares policies."""

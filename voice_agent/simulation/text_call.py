@@ -1,0 +1,107 @@
+"""Drives one scripted call through the pipecat pipeline in text modality."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat.frames.frames import EndFrame, InterimTranscriptionFrame, LLMMessagesAppendFrame
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.utils.time import time_now_iso8601
+from pipecat.workers.runner import WorkerRunner
+
+from voice_agent.pipeline import CallPipeline, build_call_pipeline
+from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.session import CallSession, TurnRecord
+
+USER_ID = "caller"
+
+
+class TurnTimeout(RuntimeError):
+    """The agent did not finish a turn in time."""
+
+
+@dataclass(frozen=True)
+class CallerLine:
+    """One scripted caller utterance.
+
+    Attributes:
+        turn: The turn it opens.
+        text: The words.
+        barge_in_after: When set, the line is sent this many seconds after the agent
+            starts answering the previous turn instead of after it finishes (a barge-in).
+    """
+
+    turn: int
+    text: str
+    barge_in_after: float | None = None
+
+
+async def run_text_call(
+    session: CallSession,
+    lines: Sequence[CallerLine],
+    *,
+    words_per_second: float = 0.0,
+    turn_timeout: float = 15.0,
+    before_user: Sequence[FrameProcessor] = (),
+    on_turn: Callable[[TurnRecord], Awaitable[None] | None] | None = None,
+    stream_delay: float = 0.0,
+) -> CallPipeline:
+    """Plays ``lines`` into a fresh pipeline built around ``session`` with the domain's reference brain.
+
+    Each line arrives as interim transcripts, word by word (paced at ``words_per_second``
+    when it is above 0), then as the final text, as the eval harness's text modality sends it.
+
+    Raises:
+        TurnTimeout: a turn did not complete within ``turn_timeout`` seconds.
+    """
+    llm = ReferenceLLMService(session.domain.make_brain(), stream_delay=stream_delay)
+
+    async def _reask(_: Any, argument: str) -> None:
+        session.note_reask(argument)
+
+    llm.add_event_handler("on_reask", _reask)
+
+    call = build_call_pipeline(session, llm, before_user=before_user)
+    completed = asyncio.Event()
+
+    async def _completed(_: Any, record: TurnRecord) -> None:
+        completed.set()
+        if on_turn is not None:
+            result = on_turn(record)
+            if result is not None:
+                await result
+
+    call.turn_log.add_event_handler("on_turn_completed", _completed)
+
+    worker = PipelineWorker(
+        call.pipeline, params=PipelineParams(), enable_rtvi=False, idle_timeout_secs=None,
+        enable_turn_tracking=False, check_dangling_tasks=False,
+    )
+    runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+    await runner.add_workers(worker)
+    running = asyncio.create_task(runner.run())
+    try:
+        for line in lines:
+            completed.clear()
+            words = line.text.split()
+            for i in range(1, len(words)):
+                await worker.queue_frame(InterimTranscriptionFrame(" ".join(words[:i]), USER_ID, time_now_iso8601()))
+                if words_per_second > 0:
+                    await asyncio.sleep(1 / words_per_second)
+            await worker.queue_frame(LLMMessagesAppendFrame([{"role": "user", "content": line.text}], run_llm=True))
+            try:
+                await asyncio.wait_for(completed.wait(), turn_timeout)
+            except TimeoutError as exc:
+                raise TurnTimeout(f"turn {line.turn}: no answer within {turn_timeout:.0f} s") from exc
+        await worker.queue_frame(EndFrame())
+        await asyncio.wait_for(running, turn_timeout)
+    finally:
+        if not running.done():
+            await worker.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        session.close()
+    return call
