@@ -1,0 +1,119 @@
+"""Guard latency benchmark: date-constraint extraction and the date guard's full re-read.
+
+Run: ``.venv/bin/python scripts/bench_guards.py``. Each section is a function
+returning printable lines; add a section (e.g. the ID guard) to ``SECTIONS``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # so the table can be imported from the tests package
+
+from tests.test_dates_table import REFERENCE, TABLE  # noqa: E402
+from voice_agent.core.dates import clear_cache, extract_constraints  # noqa: E402
+from voice_agent.core.guards.date_guard import DateGuard  # noqa: E402
+from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec  # noqa: E402
+from voice_agent.core.transcript import TranscriptLane  # noqa: E402
+
+SCHEDULE = ToolSpec("schedule_callback", "", (ToolParam("date", "d", kind=ParamKind.DATE),), mutates=True)
+AGENT_LINES = (
+    "I can help with that.",
+    "How about the 10th?",
+    "Let me check that for you.",
+    "Shall I call you on Thursday?",
+    "Is there anything else?",
+)
+
+
+def percentiles(samples: Sequence[float]) -> tuple[float, float]:
+    """(p50, p99) of ``samples``."""
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p99
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def transcript(turns: int) -> TranscriptLane:
+    """A call of ``turns`` turns: caller sentences from the table, agent lines in between."""
+    lane = TranscriptLane()
+    sentences = [case.text for case in TABLE]
+    for turn in range(1, turns + 1):
+        if turn % 2:
+            lane.append_caller(turn, sentences[(turn // 2) % len(sentences)])
+        else:
+            lane.append_agent(turn, AGENT_LINES[turn % len(AGENT_LINES)])
+    return lane
+
+
+def bench_extraction(rounds: int = 20) -> list[str]:
+    """Per-sentence extraction over the table sentences, dateparser warm."""
+    sentences = [case.text for case in TABLE]
+    first = timed(lambda: extract_constraints("the 14th of December", REFERENCE))
+    for s in sentences:  # warm dateparser's phrase cache: every phrase parsed once
+        extract_constraints(s, REFERENCE)
+    uncached: list[float] = []
+    cached: list[float] = []
+    for _ in range(rounds):
+        for s in sentences:
+            clear_cache()
+            uncached.append(timed(partial(extract_constraints, s, REFERENCE)))
+            cached.append(timed(partial(extract_constraints, s, REFERENCE)))
+    u50, u99 = percentiles(uncached)
+    c50, c99 = percentiles(cached)
+    return [
+        f"dates: first call in process (imports + warms dateparser): {first * 1e3:.1f} ms",
+        f"dates: extraction per sentence, rule layer run (n={len(uncached)}): p50 {u50 * 1e6:.0f} µs, "
+        f"p99 {u99 * 1e6:.0f} µs",
+        f"dates: extraction per sentence, cached sentence: p50 {c50 * 1e6:.1f} µs, p99 {c99 * 1e6:.1f} µs",
+    ]
+
+
+def bench_reread(turns: int = 200, rounds: int = 50) -> list[str]:
+    """DateGuard.check re-reading a ``turns``-turn lane: cold (fresh guard, no cached extraction) and warm."""
+    lane = transcript(turns)
+    value = {"date": "2026-12-10"}
+    cold: list[float] = []
+    for _ in range(rounds):
+        clear_cache()
+        guard = DateGuard(REFERENCE)
+        cold.append(timed(partial(guard.check, SCHEDULE, value, lane)))
+    guard = DateGuard(REFERENCE)
+    guard.check(SCHEDULE, value, lane)
+    warm = [timed(lambda: guard.check(SCHEDULE, value, lane)) for _ in range(rounds * 4)]
+    k50, k99 = percentiles(cold)
+    w50, w99 = percentiles(warm)
+    verdict = "ok" if w99 < 0.020 else "OVER TARGET"
+    return [
+        f"dates: DateGuard.check, {turns}-turn re-read, cold (n={len(cold)}): p50 {k50 * 1e3:.2f} ms, "
+        f"p99 {k99 * 1e3:.2f} ms",
+        f"dates: DateGuard.check, {turns}-turn re-read, warm (n={len(warm)}): p50 {w50 * 1e3:.2f} ms, "
+        f"p99 {w99 * 1e3:.2f} ms (target p99 < 20 ms: {verdict})",
+    ]
+
+
+SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread]
+
+
+def main() -> None:
+    """Runs every section and prints its lines."""
+    for section in SECTIONS:
+        for line in section():
+            print(line)
+
+
+if __name__ == "__main__":
+    main()

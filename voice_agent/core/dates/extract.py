@@ -1,0 +1,610 @@
+"""Caller sentences to date constraints: a cue-word rule layer over dateparser.
+
+The libraries measured in docs/offline-stack.md §5 lose negation, "except",
+"until"/"after" and bare ordinals, and turn identifiers into dates. So the
+rules here find short date expressions in normalised text (see ``spoken``),
+resolve them (``resolve``: dateparser on canonical phrases, calendar
+arithmetic for ordinals/weekdays/weeks), then read the cue words around each
+expression to decide what the caller meant by it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+
+from dateutil.relativedelta import relativedelta
+
+from voice_agent.core.dates.model import ConstraintKind, DateConstraint
+from voice_agent.core.dates.resolve import (
+    day_of_month,
+    in_units,
+    month_day,
+    month_span,
+    relative_month,
+    week_start,
+    weekday_date,
+)
+from voice_agent.core.dates.spoken import MONTHS, WEEKDAYS, Normalised, normalise
+
+_MON = "|".join(sorted(MONTHS, key=len, reverse=True))
+_MON_FULL = "january|february|march|april|may|june|july|august|september|october|november|december"
+_WD = "|".join(sorted(WEEKDAYS, key=len, reverse=True))
+_YEAR = r"(?:\s,)?\s(?P<y>(?:19|20)\d\d)"
+_WDP = rf"(?:(?:{_WD})\s(?:,\s)?)?"
+_TO = r"(?:to|-|till|til|until|through|thru)"
+_UNITS = r"(?P<u>days?|weeks?|months?|fortnights?)"
+
+# --- Date expressions (on normalised text: lower case, digits, ordinals as "<n>th") -------------------------------
+
+_P_ABS_DM = re.compile(rf"\b{_WDP}(?:the\s)?(?P<d>\d{{1,2}})(?:th)?\s(?:of\s)?(?P<mon>{_MON})(?:{_YEAR})?\b")
+_P_ABS_MD = re.compile(rf"\b{_WDP}(?P<mon>{_MON})\s(?:the\s)?(?P<d>\d{{1,2}})(?:th)?(?:{_YEAR})?\b")
+_P_RANGE_MD = re.compile(
+    rf"\b(?P<mon>{_MON})\s(?:the\s)?(?P<d1>\d{{1,2}})(?:th)?\s(?:{_TO}|and)\s(?:the\s)?(?P<d2>\d{{1,2}})(?:th)?\b"
+)
+_P_RANGE_DM = re.compile(
+    rf"\b(?:the\s)?(?P<d1>\d{{1,2}})(?:th)?\s(?:{_TO}|and)\s(?:the\s)?(?P<d2>\d{{1,2}})(?:th)?\s(?:of\s)?(?P<mon>{_MON})\b"
+)
+_P_ORD_OF_REL = re.compile(r"\b(?:the\s)?(?P<d>\d{1,2})(?:th)?\sof\s(?P<q>next|this|last)\smonth\b")
+_P_BARE_ORD = re.compile(rf"\b(?P<wd>(?:{_WD})\s)?(?P<the>the\s)?(?P<d>\d{{1,2}})th\b")
+_P_THE_CARD = re.compile(r"\b(?P<the>the\s)(?P<d>\d{1,2})\b")
+_P_IN_UNITS = re.compile(rf"(?:(?<=\bin\s)|(?<=\bwithin\s))(?P<n>\d{{1,3}})\s{_UNITS}(?:\s(?:time|'s\stime))?\b")
+_P_UNITS_FROM = re.compile(rf"\b(?P<n>\d{{1,3}})\s{_UNITS}\s(?P<how>from\s(?:now|today)|time|today|later|ago)\b")
+_P_SIMPLE = re.compile(
+    r"\b(?:the\s)?day\safter\stomorrow\b|\b(?:the\s)?day\sbefore\syesterday\b|\btoday\b|\btonight\b"
+    r"|\btomorrow\b|\byesterday\b"
+)
+_P_WEEK = re.compile(
+    r"\b(?:the\s)?week\safter\snext\b"
+    r"|\b(?P<q>this\scoming|this|next|last|coming|the\sfollowing|following)\s(?P<w>week|weekend)\b"
+    r"|\bthe\s(?P<w2>weekend)\b"
+)
+_P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
+_P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
+_P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
+_P_MONTH = re.compile(
+    r"\b(?:(?P<part>early|mid|late|(?:the\s)?(?:start|beginning|middle|end)\sof)\s(?:-\s)?)?"
+    rf"(?P<mon>{_MON_FULL})(?:{_YEAR})?\b"
+)
+
+# --- Cue words around an expression ---------------------------------------------------------------------------------
+
+_FILLER = (
+    r"(?:\s(?:the|on|a|an|any|anything|time|day|date|at|of|about|around|sometime|some|point|so|well|say|like"
+    r"|maybe|perhaps|probably|ideally|just|really|uh|um|er|erm|until|for|either|that|this|end|start|beginning"
+    r"|middle|close))*"
+)
+_EXCLUDE_BEFORE = re.compile(
+    r"(?:\bnot|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides"
+    r"|\b(?:anything|any\s(?:day|time|date)|everything|whenever)\sbut|\bbut\snot|\bno|\bnever|\bavoid|\bskip"
+    r"|n't\s(?:do|make|manage|come|be\sthere|be\saround|be\shome|be\sin|be\sfree|be\savailable)"
+    r"|\bcannot\s(?:do|make|manage|come)|\bunable\sto\s(?:do|make))" + _FILLER + r"$"
+)
+_EXCLUDE_AFTER = re.compile(
+    r"^(?:'s|is|are|would\sbe|will\sbe|be)?\s?(?:out|no\sgood|bad|not\sgood|impossible|difficult|tricky|a\sno"
+    r"|a\sno-go|off|not\spossible|not\sgreat|not\sideal|a\sproblem|taken|full|fully\sbooked|booked"
+    r"|not\san\soption|out\sof\sthe\squestion|a\sbad\sday|no\suse|a\snightmare)\b"
+    r"|^(?:doesn't|does\snot|won't|will\snot|wouldn't|would\snot|isn't|is\snot|can't|cannot)\s"
+    r"(?:work|suit|do|be\sgood|be\spossible|good|possible|ok|okay|fit)\b"
+    r"|^(?:i|we)\s(?:can't|cannot|won't|will\snot|am\snot|have\sno)\b|^(?:i'm|we're)\snot\s(?:free|around|available)"
+)
+_EARLIEST_AFTER = re.compile(
+    r"^(?:or\slater|or\safter|and\safter|and\slater|onwards?|on\swards|at\sthe\searliest|at\searliest"
+    r"|and\sbeyond|or\sany\stime\safter|going\sforward|forwards?|on)(?:\s*$|\b(?!\s(?:the|a|my)\b))"
+)
+_LATEST_AFTER = re.compile(r"^(?:or\searlier|or\sbefore|and\sbefore|at\sthe\slatest|at\slatest|latest)\b")
+_CUE = re.compile(
+    r"\b(?P<c>no\slater\sthan|no\searlier\sthan|not\sbefore|not\safter|not\suntil|not\still|up\sto|up\suntil"
+    r"|up\still|prior\sto|ahead\sof|as\sof|starting(?:\sfrom)?|from|until|till|til|through|thru|before|after"
+    r"|by|within|since|earliest|latest)\b(?=" + _FILLER + r"$)"
+)
+_NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|good))\b|n't\b")
+_BLOCKED = re.compile(
+    r"\b(?:away|travel+ing|travel|trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
+    r"|fully\sbooked|overseas|out\sof\s(?:town|the\scountry|office|the\soffice)|on\sleave|on\sbusiness"
+    r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)"
+    r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
+)
+_CONJUNCTION = re.compile(r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then)\b")
+_COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|and\sthe|or\sthe)?$")
+# Every expression holds a digit or one of these; text without any is skipped cheaply.
+_HINT = re.compile(
+    r"\d|day|week|month|fortnight|tonight|tomorrow|first|second|third|th\b|jan|feb|mar|apr|may|jun|jul|aug|sep"
+    r"|oct|nov|dec|tues|weds|thurs",
+    re.IGNORECASE,
+)
+_YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
+_RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
+
+# --- Sentence-level cues (on the original text, lower-cased) ---------------------------------------------------------
+
+_CORRECTION = re.compile(
+    r"\b(?:actually|instead|make\sit|change\sit\sto|change\sthat\sto|rather|scratch\sthat|on\ssecond\sthoughts?"
+    r"|no\swait|wait,?\sno|i\smean|i\smeant|correction|move\sit\sto|switch\sit\sto"
+    r"|let's\smake\sit|better\smake\sit|change\sof\splan|swap\sit\sto)\b"
+)
+_PAST = re.compile(
+    r"\b(?:charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
+    r"|arrived|ordered|placed|bought|went\sout|came\sout|took|taken|(?:was|were)(?!\s(?:hoping|wondering|thinking|going|planning|wanting|trying|told"
+    r"|asked|supposed|meant|saying|looking|expecting)))\b"
+)
+_PURPOSES = (
+    ("callback", re.compile(r"\b(?:call\s?back|ring\s(?:me\s)?back|call\sme|ring\sme|phone\sme|give\sme\sa\s(?:call|ring)|get\sback\sto\sme)\b")),  # noqa: E501
+    ("delivery", re.compile(r"\b(?:deliver(?:y|ed)?|shipping|ship|drop\soff)\b")),
+    ("appointment", re.compile(r"\b(?:appointment|visit|engineer|technician|install(?:ation)?|fitting|come\s(?:round|over|out))\b")),  # noqa: E501
+)  # fmt: skip
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split(" "))
+
+
+# A bare ordinal or "the <n>" counts as a day only before words like these (not "the second time").
+_FOLLOW_OK = _words(
+    "and or nor to till til until through thru at works work is 's was would could should will might may then please "
+    "for if but instead so in on onwards onward earliest latest ok okay fine suits suit either maybe perhaps yes no "
+    "as - i i'm i'll i'd we we're that that's it it's this because cos since after before when which morning "
+    "afternoon evening night any anytime around sometime too also rather only again actually sounds good great "
+    "perfect isn't doesn't won't wouldn't can't are be preferably ideally from between not except though although "
+    "thanks thank right yeah by you he she they me don't sorry what how is better best"
+)
+# ...and after words like these when said without "the" ("after 3rd", "on fourteenth").
+_CUE_PREV = _words(
+    "on after before until till til through thru from to by since not except say than or and between is 's be "
+    "it's make maybe perhaps about around for prefer like do how but was were"
+)
+
+
+@dataclass
+class _Expr:
+    """One date expression found in the normalised text."""
+
+    start: int
+    end: int
+    lo: date
+    hi: date
+    shape: str  # "day", "span", "weekday" (one day named by weekday) or "weekdays" (recurring)
+    weekdays: tuple[int, ...] = ()
+    movable: bool = False  # an unqualified weekday: may resolve into a week named in the sentence
+    week: date | None = None  # Monday of the week it names: context for unqualified weekdays
+    explicit_range: bool = False  # "3 to 9 December": already a range
+    redo: Callable[[date], date | None] | None = None  # re-resolve on/after a floor (range ends)
+    mode: str = "on"
+
+
+@dataclass(frozen=True)
+class _Context:
+    norm: Normalised
+    reference: date
+    clause_of: Callable[[int], int]
+    past_clauses: frozenset[int]
+
+    def past(self, pos: int) -> bool:
+        return self.clause_of(pos) in self.past_clauses
+
+
+def _token_is_spelled(ctx: _Context, pos: int) -> bool:
+    first, _ = ctx.norm.token_range(pos, pos + 1)
+    tok = ctx.norm.tokens[first]
+    return not ctx.norm.original[tok.start : tok.start + 1].isdigit()
+
+
+def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
+    """Whether a bare "<n>th" / "the <n>" reads as a day, not "the second time" or "the 3 of us"."""
+    norm = ctx.norm
+    first, last = norm.token_range(m.start(), m.end())
+    nxt = norm.tokens[last + 1].norm if last + 1 < len(norm.tokens) else None
+    prev = norm.tokens[first - 1].norm if first > 0 else None
+    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK:
+        return False
+    if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
+        return False  # "the second one", "the 3rd 4729": a count, or part of a masked number
+    spelled = _token_is_spelled(ctx, m.start("d"))
+    if digits_only and spelled:
+        return False
+    if m.groupdict().get("the") or m.groupdict().get("wd"):
+        return True
+    if prev in _CUE_PREV:
+        return True
+    # A written "14th" at the start of a clause is a day; a spoken "first"/"second" there is not.
+    return not spelled and (prev is None or not prev[0].isalnum())
+
+
+def _abs(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    year = int(m["y"]) if m["y"] else None
+    d = month_day(int(m["d"]), MONTHS[m["mon"]], year, ctx.reference, ctx.past(m.start()))
+    return _Expr(m.start(), m.end(), d, d, "day") if d else None
+
+
+def _range_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    month, past = MONTHS[m["mon"]], ctx.past(m.start())
+    lo = month_day(int(m["d1"]), month, None, ctx.reference, past)
+    hi = month_day(int(m["d2"]), month, None, ctx.reference, past)
+    if lo is None or hi is None:
+        return None
+    if hi < lo:  # "December 28 to 3" cannot happen in one month; keep it as the caller's span
+        lo, hi = hi, lo
+    return _Expr(m.start(), m.end(), lo, hi, "span", explicit_range=True)
+
+
+def _ord_of_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    lo, _ = relative_month({"next": 1, "this": 0, "last": -1}[m["q"]], ctx.reference)
+    try:
+        d = lo.replace(day=int(m["d"]))
+    except ValueError:
+        return None
+    return _Expr(m.start(), m.end(), d, d, "day")
+
+
+def _bare_day(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> _Expr | None:
+    if not _day_ok(ctx, m, digits_only=digits_only):
+        return None
+    day, past = int(m["d"]), ctx.past(m.start())
+    d = day_of_month(day, ctx.reference, past)
+    if d is None:
+        return None
+    return _Expr(m.start(), m.end(), d, d, "day", redo=lambda floor: day_of_month(day, floor, False))
+
+
+def _units(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    n, unit = int(m["n"]), m["u"]
+    if m.groupdict().get("how") == "ago":
+        step = {"d": relativedelta(days=n), "w": relativedelta(weeks=n), "m": relativedelta(months=n)}
+        d: date | None = ctx.reference - step.get(unit[0], relativedelta(weeks=2 * n))
+    else:
+        d = in_units(n, unit, ctx.reference)
+    return _Expr(m.start(), m.end(), d, d, "day") if d else None
+
+
+def _simple(ctx: _Context, m: re.Match[str]) -> _Expr:
+    word = m.group()
+    offset = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1}.get(word)
+    if offset is None:
+        offset = 2 if "after" in word else -2
+    d = ctx.reference + timedelta(days=offset)
+    return _Expr(m.start(), m.end(), d, d, "day")
+
+
+def _week(ctx: _Context, m: re.Match[str]) -> _Expr:
+    this_monday = week_start(ctx.reference)
+    q = m["q"] or ""
+    weekend = (m["w"] or m["w2"]) == "weekend"
+    if "after" in m.group():
+        monday = this_monday + timedelta(days=14)
+    elif q in ("next", "the following", "following"):
+        monday = this_monday + timedelta(days=7)
+    elif q == "last":
+        monday = this_monday - timedelta(days=7)
+    else:  # this / coming / "the weekend"
+        monday = this_monday
+    if weekend:
+        lo, hi = monday + timedelta(days=5), monday + timedelta(days=6)
+    else:
+        lo, hi = monday, monday + timedelta(days=6)
+        if q in ("this", "this coming", "coming", "") and not ctx.past(m.start()):
+            lo = max(lo, ctx.reference)  # the part of this week that is still to come
+    return _Expr(m.start(), m.end(), lo, hi, "span", week=None if weekend else monday)
+
+
+def _weekday_of_week(ctx: _Context, m: re.Match[str]) -> _Expr:
+    monday = week_start(ctx.reference) + timedelta(days=7 if m["q"] == "next" else 0)
+    d = monday + timedelta(days=WEEKDAYS[m["wd"]])
+    return _Expr(m.start(), m.end(), d, d, "day", week=monday)
+
+
+def _month_rel(ctx: _Context, m: re.Match[str]) -> _Expr:
+    lo, hi = relative_month({"this": 0, "next": 1, "last": -1}[m["q"]], ctx.reference)
+    return _Expr(m.start(), m.end(), lo, hi, "span")
+
+
+def _weekday(ctx: _Context, m: re.Match[str]) -> _Expr:
+    if m["wd"] is None:  # "weekends"
+        return _Expr(m.start(), m.end(), ctx.reference, ctx.reference, "weekdays", weekdays=(5, 6))
+    wd, q = WEEKDAYS[m["wd"]], m["q"]
+    if m["pl"]:
+        return _Expr(m.start(), m.end(), ctx.reference, ctx.reference, "weekdays", weekdays=(wd,))
+    qual = {"this coming": "coming"}.get(q or "", q)
+    d = weekday_date(wd, ctx.reference, qual, ctx.past(m.start()))
+    return _Expr(
+        m.start(),
+        m.end(),
+        d,
+        d,
+        "weekday",
+        weekdays=(wd,),
+        movable=q is None,
+        redo=(lambda floor: floor + timedelta(days=(wd - floor.weekday()) % 7)) if q is None else None,
+    )
+
+
+_MONTH_LEAD = _words("in during before after until till by from through throughout of for around since")
+
+
+def _month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    first, _ = ctx.norm.token_range(m.start(), m.end())
+    prev = ctx.norm.tokens[first - 1].norm if first > 0 else None
+    part_word = (m["part"] or "").split(" ")[-2:] if m["part"] else []
+    if not part_word and prev not in _MONTH_LEAD:
+        return None  # "may" and "march" are verbs too: a lone month needs a lead-in word
+    part = None
+    if part_word:
+        head = part_word[0] if part_word[-1] == "of" else part_word[-1]
+        part = {"early": "early", "start": "early", "beginning": "early", "mid": "mid", "middle": "mid"}.get(
+            head, "late"
+        )
+    year = int(m["y"]) if m["y"] else None
+    lo, hi = month_span(MONTHS[m["mon"]], ctx.reference, ctx.past(m.start()), part)
+    if year is not None:
+        lo, hi = lo.replace(year=year), hi.replace(year=year)
+    return _Expr(m.start(), m.end(), lo, hi, "span")
+
+
+_Finder = tuple[re.Pattern[str], Callable[[_Context, re.Match[str]], _Expr | None]]
+_FINDERS: tuple[_Finder, ...] = (
+    (_P_RANGE_MD, _range_month),
+    (_P_RANGE_DM, _range_month),
+    (_P_ABS_DM, _abs),
+    (_P_ABS_MD, _abs),
+    (_P_ORD_OF_REL, _ord_of_month),
+    (_P_WD_WEEK, _weekday_of_week),
+    (_P_BARE_ORD, lambda c, m: _bare_day(c, m, digits_only=False)),
+    (_P_THE_CARD, lambda c, m: _bare_day(c, m, digits_only=True)),
+    (_P_IN_UNITS, _units),
+    (_P_UNITS_FROM, _units),
+    (_P_SIMPLE, _simple),
+    (_P_WEEK, _week),
+    (_P_MONTH_REL, _month_rel),
+    (_P_WEEKDAY, _weekday),
+    (_P_MONTH, _month),
+)
+
+
+def _find_expressions(ctx: _Context) -> list[_Expr]:
+    """All expressions, longest first where they overlap (finder order breaks ties)."""
+    found: list[tuple[int, int, int, _Expr]] = []
+    for rank, (pattern, build) in enumerate(_FINDERS):
+        for m in pattern.finditer(ctx.norm.text):
+            expr = build(ctx, m)
+            if expr is not None:
+                found.append((expr.start, -(expr.end - expr.start), rank, expr))
+    found.sort(key=lambda t: t[:3])
+    chosen: list[_Expr] = []
+    for _, _, _, expr in found:
+        if not chosen or expr.start >= chosen[-1].end:
+            chosen.append(expr)
+    return chosen
+
+
+def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = list(pattern.finditer(text))
+    return found[-1] if found else None
+
+
+def _trim_to_conjunction(pre: str) -> str:
+    """The part of ``pre`` after its last conjunction: "I can't do Monday but" says nothing about what follows."""
+    last = _last_match(_CONJUNCTION, pre)
+    return pre[last.end() :].strip() if last else pre
+
+
+def _cut_at_conjunction(post: str) -> str:
+    m = _CONJUNCTION.search(post)
+    return post[: m.start()].strip() if m else post
+
+
+def _mode(pre: str, post: str) -> str:
+    """What the cue words around one expression make of it."""
+    if _EXCLUDE_BEFORE.search(pre) or _EXCLUDE_AFTER.search(post):
+        return "exclude"
+    if _EARLIEST_AFTER.search(post):
+        return "earliest"
+    if _LATEST_AFTER.search(post):
+        return "until"
+    near = _trim_to_conjunction(pre)
+    blocked = bool(_BLOCKED.search(near) or _BLOCKED.search(_cut_at_conjunction(post)))
+    cue = _last_match(_CUE, near)
+    if cue is None:
+        return "exclude" if blocked or _NEG.search(near) else "on"
+    word, negated = cue["c"], bool(_NEG.search(near[: cue.start()]))
+    if word in ("not until", "not till"):
+        return "earliest"
+    if word in ("until", "till", "til", "through", "thru", "up to", "up until", "up till"):
+        return "earliest" if negated else ("until_blocked" if blocked else "until")
+    if word in ("before", "prior to", "ahead of"):
+        return "earliest" if negated or blocked else "before"
+    if word in ("not before", "no earlier than", "earliest"):
+        return "earliest"
+    if word == "after":
+        return "latest" if negated or blocked else "after"
+    if word in ("not after", "latest"):
+        return "latest"
+    if word in ("no later than", "by", "within"):
+        return "until"
+    # from / starting / as of / since
+    return "day_before" if negated or blocked else "earliest"
+
+
+def _constraints(expr: _Expr, mode: str) -> list[tuple[ConstraintKind, date | None, date | None, int | None, bool]]:
+    """(kind, start, end, weekday, blocked) tuples for one expression read in ``mode``."""
+    K = ConstraintKind
+    lo, hi = expr.lo, expr.hi
+    if expr.shape == "weekdays":
+        return [(K.EXCLUDE_WEEKDAY, None, None, wd, True) for wd in expr.weekdays] if mode == "exclude" else []
+    single = expr.shape in ("day", "weekday")
+    if mode == "exclude":
+        if expr.shape == "weekday" and expr.movable:  # "not Tuesday": every Tuesday, unless a week was named
+            return [(K.EXCLUDE_WEEKDAY, None, None, expr.weekdays[0], True)]
+        return [(K.EXCLUDE_DATE, lo, lo, None, True)] if single else [(K.RANGE, lo, hi, None, True)]
+    if mode == "until_blocked":
+        return [(K.UNTIL, None, hi, None, True)]
+    if mode == "until":
+        return [(K.UNTIL, None, hi, None, False)]
+    if mode == "before":
+        return [(K.BEFORE, None, lo - timedelta(days=1), None, False)]
+    if mode == "latest":
+        return [(K.BEFORE, None, hi, None, False)]
+    if mode == "day_before":
+        return [(K.BEFORE, None, lo - timedelta(days=1), None, False)]
+    if mode == "after":
+        # "after the 3rd" is loose speech for "from the 3rd"; "after next week" starts once it is over.
+        return [(K.AFTER, lo if single else hi + timedelta(days=1), None, None, False)]
+    if mode == "earliest":
+        return [(K.AFTER, lo, None, None, False)]
+    return [(K.ON, lo, lo, None, False)] if single else [(K.RANGE, lo, hi, None, False)]
+
+
+def _boundaries(norm: Normalised) -> tuple[list[int], list[int]]:
+    """Clause and sentence break positions in the normalised text.
+
+    A comma before a year ("December 14, 2026") belongs to the date, not a break.
+    """
+    clauses: list[int] = []
+    sentences: list[int] = []
+    tokens = norm.tokens
+    for i, (tok, off) in enumerate(zip(tokens, norm.offsets, strict=True)):
+        if len(tok.norm) != 1 or tok.norm not in ".!?;,:":
+            continue
+        if tok.norm == "," and i + 1 < len(tokens) and _YEAR_TOKEN.fullmatch(tokens[i + 1].norm):
+            continue
+        clauses.append(off)
+        if tok.norm not in ",:":
+            sentences.append(off)
+    return clauses, sentences
+
+
+def _index_of(breaks: list[int], pos: int) -> int:
+    return sum(1 for b in breaks if b < pos)
+
+
+def _segment(norm: Normalised, breaks: list[int], index: int) -> tuple[int, int]:
+    """Normalised span of the ``index``-th clause or sentence."""
+    start = breaks[index - 1] + 1 if index > 0 else 0
+    end = breaks[index] if index < len(breaks) else len(norm.text)
+    return start, end
+
+
+def _original(norm: Normalised, start: int, end: int) -> str:
+    piece = norm.text[start:end].strip()
+    if not piece:
+        return ""
+    lead = start + (len(norm.text[start:end]) - len(norm.text[start:end].lstrip()))
+    s, e = norm.original_span(lead, lead + len(piece))
+    return norm.original[s:e].strip()
+
+
+def _purpose(sentence: str) -> str | None:
+    for name, pattern in _PURPOSES:
+        if pattern.search(sentence):
+            return name
+    return None
+
+
+def _pair_ranges(norm: Normalised, exprs: list[_Expr], clause_of: Callable[[int], int]) -> list[_Expr]:
+    """Joins "from E1 till E2" / "between E1 and E2" / "E1 to E2" into one span."""
+    out: list[_Expr] = []
+    i = 0
+    while i < len(exprs):
+        e1 = exprs[i]
+        if i + 1 < len(exprs) and clause_of(e1.start) == clause_of(exprs[i + 1].start):
+            e2 = exprs[i + 1]
+            link = norm.text[e1.end : e2.start].strip()
+            before = norm.text[: e1.start].rstrip()
+            if _RANGE_LINK.match(link) and (link != "and" or before.endswith("between")) and e2.shape != "weekdays":
+                hi = e2.hi
+                if hi < e1.lo and e2.redo is not None:
+                    hi = e2.redo(e1.lo) or hi
+                if hi >= e1.lo:
+                    out.append(_Expr(e1.start, e2.end, e1.lo, hi, "span", explicit_range=True))
+                    i += 2
+                    continue
+        out.append(e1)
+        i += 1
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
+    if not _HINT.search(text):
+        return ()  # most utterances name no date: skip the rule layer
+    norm = normalise(text)
+    clauses, sentences = _boundaries(norm)
+
+    def clause_of(pos: int) -> int:
+        return _index_of(clauses, pos)
+
+    past = frozenset(i for i in range(len(clauses) + 1) if _PAST.search(norm.text[slice(*_segment(norm, clauses, i))]))
+    ctx = _Context(norm, reference, clause_of, past)
+    exprs = _pair_ranges(norm, _find_expressions(ctx), clause_of)
+
+    # An unqualified weekday in a sentence that names a week is that week's weekday ("next week except Wednesday").
+    weeks = [e for e in exprs if e.week is not None]
+    for e in exprs:
+        same = [w for w in weeks if _index_of(sentences, w.start) == _index_of(sentences, e.start)]
+        if e.movable and same:
+            week = min(same, key=lambda w: abs(w.start - e.start))
+            e.lo = e.hi = (week.week or week.lo) + timedelta(days=e.weekdays[0])
+            e.movable = False
+
+    out: list[DateConstraint] = []
+    prev: _Expr | None = None
+    for e in exprs:
+        c_start, c_end = _segment(norm, clauses, clause_of(e.start))
+        same_clause = prev is not None and clause_of(prev.start) == clause_of(e.start)
+        pre_from = max(c_start, prev.end) if prev is not None and same_clause else c_start
+        nxt = [x.start for x in exprs if x.start > e.start and clause_of(x.start) == clause_of(e.start)]
+        pre = norm.text[pre_from : e.start].strip()
+        post = norm.text[e.end : min([c_end, *nxt])].strip()
+        if e.explicit_range:
+            pre = re.sub(r"\b(?:from|between)$", "", pre).strip()
+        if prev is not None and same_clause and _COORDINATION.match(pre):
+            mode = prev.mode  # "not Tuesday or Wednesday": the list shares its cue
+        else:
+            mode = _mode(pre, post)
+            if e.explicit_range and mode != "exclude":
+                mode = "on"
+        e.mode = mode
+        s_index = _index_of(sentences, e.start)
+        sentence = _original(norm, *_segment(norm, sentences, s_index))
+        lowered = sentence.lower()
+        for kind, start, end, weekday, blocked in _constraints(e, mode):
+            item = DateConstraint(
+                kind=kind,
+                start=start,
+                end=end,
+                weekday=weekday,
+                text=sentence,
+                purpose=_purpose(lowered),
+                blocked=blocked,
+                correction=bool(_CORRECTION.search(lowered)),
+            )
+            if item not in out:
+                out.append(item)
+        prev = e
+    return tuple(out)
+
+
+def extract_constraints(text: str, reference: date) -> list[DateConstraint]:
+    """Reads the date constraints in one utterance.
+
+    Resolution is against ``reference`` only (never the machine clock). Digit
+    runs in identifier contexts (account/order/invoice/card/phone numbers,
+    three or more digit groups, mixed letters and digits) never become dates;
+    a bare number is a day only as an ordinal ("14th", "fourteenth"), beside a
+    month name, or after "the".
+
+    Args:
+        text: The utterance, as transcribed.
+        reference: The day the call takes place.
+
+    Returns:
+        The constraints, in the order said. See ``DateConstraint`` for the
+        meaning of each kind and of ``blocked``.
+    """
+    return list(_extract(text, reference))
+
+
+def clear_cache() -> None:
+    """Drops cached extractions (for benchmarks of the cold path)."""
+    _extract.cache_clear()

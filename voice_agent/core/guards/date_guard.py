@@ -1,0 +1,394 @@
+"""The date guard: a date argument must fit what the caller said, re-read in full at check time.
+
+The guard re-reads every caller utterance of the transcript lane (never a
+summary), so a constraint from turn 3 still binds at turn 200. Extraction is
+cached per transcript entry, so a re-read does no repeated work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Any
+
+from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint, extract_constraints, supersedes
+from voice_agent.core.tool_spec import ParamKind, ToolSpec
+from voice_agent.core.transcript import EntryKind, TranscriptLane
+
+_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
+_AFFIRM_START = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
+    r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme)\b"
+)
+_AFFIRM_ANY = re.compile(
+    r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
+)
+_REFUSE = re.compile(r"\b(?:no|nope|not|n't|never|actually|instead|rather)\b|n't\b")
+
+
+class DateVerdict(StrEnum):
+    """The date guard's verdict on one date argument."""
+
+    OK = "ok"
+    CONFLICT = "conflict"
+    """Breaks a constraint the caller stated (and did not take back)."""
+    UNCONFIRMED = "unconfirmed"
+    """The caller never said this date, nor agreed to it when the agent proposed it."""
+    SUPERSEDED = "superseded"
+    """The caller said this date, then corrected it to another."""
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where the caller (or, for a proposal, the agent) said it.
+
+    Attributes:
+        turn: The turn (0 only when the caller has said nothing yet).
+        words: The words, verbatim.
+    """
+
+    turn: int
+    words: str
+
+
+@dataclass(frozen=True)
+class DateCheck:
+    """The verdict on one date argument.
+
+    Attributes:
+        verdict: See :class:`DateVerdict`.
+        argument: Parameter name.
+        value: The date passed, or None when the argument is not an ISO date.
+        reason: Text for the model, fit to return as the tool result.
+        citations: The turns and words behind the verdict (at least one unless OK).
+    """
+
+    verdict: DateVerdict
+    argument: str
+    value: date | None
+    reason: str
+    citations: tuple[Citation, ...]
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the call may run as far as this argument is concerned."""
+        return self.verdict is DateVerdict.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "verdict": self.verdict.value,
+            "argument": self.argument,
+            "value": self.value.isoformat() if self.value else None,
+            "reason": self.reason,
+            "citations": [{"turn": c.turn, "words": c.words} for c in self.citations],
+        }
+
+
+@dataclass(frozen=True)
+class _Said:
+    """One utterance and the constraints read from it."""
+
+    index: int
+    turn: int
+    kind: EntryKind
+    text: str
+    constraints: tuple[DateConstraint, ...]
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A positive date statement: the caller named it, or agreed to the agent's proposal of it."""
+
+    pos: int  # entry index of the caller's words
+    constraint: DateConstraint
+    citations: tuple[Citation, ...]
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    """One full read of the lane."""
+
+    said: list[_Said]
+    callers: list[tuple[_Said, DateConstraint]]
+    corrections: list[tuple[_Said, DateConstraint]]
+    statements: list[_Statement]
+    standing: list[_Statement]
+
+
+def parse_date_argument(value: Any) -> date | None:
+    """An ISO ``yyyy-mm-dd`` (optionally with a time) or a date object, else None."""
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str) and (m := _ISO.fullmatch(value.strip())):
+        try:
+            return date.fromisoformat(m.group(1))
+        except ValueError:
+            return None
+    return None
+
+
+def is_affirmation(text: str) -> bool:
+    """Whether a reply agrees to what was just proposed ("yes", "that works", "sounds good")."""
+    lowered = text.lower().replace("’", "'")
+    if _AFFIRM_START.search(lowered):
+        return True
+    return bool(_AFFIRM_ANY.search(lowered)) and not _REFUSE.search(lowered)
+
+
+def _explain(d: date, c: DateConstraint) -> str:
+    """Why ``d`` breaks ``c``, and what to ask for instead."""
+    if c.kind is ConstraintKind.EXCLUDE_WEEKDAY and c.weekday is not None:
+        name = WEEKDAY_NAMES[c.weekday]
+        return f"{d} is a {name}. Ask the caller for a day that is not a {name}."
+    if c.kind is ConstraintKind.EXCLUDE_DATE:
+        return f"{d} is the day they ruled out. Ask the caller for another date."
+    if c.blocked and c.start is None:
+        return f"{d} falls inside that. Ask the caller for a date after {c.end}."
+    if c.blocked:
+        return f"{d} falls inside that ({c.start} to {c.end}). Ask the caller for a date outside it."
+    if c.start is not None and d < c.start:
+        if c.end is not None:
+            return f"{d} is outside {c.start} to {c.end}, the window they gave. Ask the caller for a date in it."
+        return f"{d} is before {c.start}, the earliest they allowed. Ask the caller for a date on or after {c.start}."
+    if c.start is not None:
+        return f"{d} is outside {c.start} to {c.end}, the window they gave. Ask the caller for a date in it."
+    return f"{d} is after {c.end}, the latest they allowed. Ask the caller for a date on or before {c.end}."
+
+
+def _distance(d: date, c: DateConstraint) -> int:
+    if c.contains(d):
+        return 0
+    ends = [abs((x - d).days) for x in (c.start, c.end) if x is not None]
+    return min(ends) if ends else 10_000
+
+
+class DateGuard:
+    """Checks date arguments against everything the caller said about dates.
+
+    Args:
+        reference: The day of the call; all dates resolve against it.
+    """
+
+    def __init__(self, reference: date) -> None:
+        self.reference = reference
+        self._said: dict[int, _Said] = {}
+        self._analysis: tuple[tuple[_Said, ...], _Analysis] | None = None
+
+    # -- reading the lane --------------------------------------------------------------------------------------------
+
+    def _read(self, transcript: TranscriptLane) -> list[_Said]:
+        """Caller and agent utterances with their constraints, extraction cached per entry index."""
+        out: list[_Said] = []
+        for entry in transcript.entries:
+            if entry.kind is not EntryKind.CALLER and entry.kind is not EntryKind.AGENT:
+                continue
+            said = self._said.get(entry.index)
+            if said is None or said.text != entry.text or said.kind is not entry.kind:
+                said = _Said(
+                    entry.index,
+                    entry.turn,
+                    entry.kind,
+                    entry.text,
+                    tuple(extract_constraints(entry.text, self.reference)),
+                )
+                self._said[entry.index] = said
+            out.append(said)
+        return out
+
+    def constraints(self, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
+        """Every constraint the caller stated, as ``(turn, constraint)``, oldest first."""
+        return [(s.turn, c) for s in self._read(transcript) if s.kind is EntryKind.CALLER for c in s.constraints]
+
+    def _statements(self, said: list[_Said]) -> list[_Statement]:
+        """Dates the caller named, plus agent proposals the caller's next utterance agreed to."""
+        out: list[_Statement] = []
+        reply: _Said | None = None
+        agreed: list[_Statement] = []
+        for s in reversed(said):  # walking backwards, ``reply`` is the next caller utterance after ``s``
+            if s.kind is EntryKind.CALLER:
+                reply = s
+                continue
+            proposed = {c.start for c in s.constraints if c.kind is ConstraintKind.ON and not c.blocked}
+            # One proposed day only: "Thursday or Friday?" - "yes" agrees to neither in particular.
+            if len(proposed) == 1 and reply is not None and is_affirmation(reply.text):
+                day = next(iter(proposed))
+                said_yes = DateConstraint(ConstraintKind.ON, day, day, None, reply.text)
+                cites = (Citation(s.turn, s.text), Citation(reply.turn, reply.text))
+                agreed.append(_Statement(reply.index, said_yes, cites))
+        for s in said:
+            if s.kind is EntryKind.CALLER:
+                out += [_Statement(s.index, c, (Citation(s.turn, c.text),)) for c in s.constraints if c.is_positive]
+        return sorted(out + agreed, key=lambda st: st.pos)
+
+    def _analyse(self, transcript: TranscriptLane) -> _Analysis:
+        """The lane read in full; the rules' working set is rebuilt only when an utterance was added."""
+        said = self._read(transcript)
+        # The same _Said objects (cached per entry) in the same order: nothing new to analyse. Tuple equality
+        # checks identity first, so this compare is cheap.
+        key = tuple(said)
+        if self._analysis is not None and self._analysis[0] == key:
+            return self._analysis[1]
+        callers = [(s, c) for s in said if s.kind is EntryKind.CALLER for c in s.constraints]
+        # Only a sentence with a correction cue can replace or lift anything, so only those are scanned.
+        corrections = [(s, c) for s, c in callers if c.correction]
+        statements = self._statements(said)
+        standing = [
+            st
+            for st in statements
+            if not any(s.index > st.pos and supersedes(c, st.constraint) for s, c in corrections)
+        ]
+        analysis = _Analysis(said, callers, corrections, statements, standing)
+        self._analysis = (key, analysis)
+        return analysis
+
+    # -- rules -------------------------------------------------------------------------------------------------------
+
+    def _violations(self, d: date, a: _Analysis) -> list[tuple[_Said, DateConstraint]]:
+        out: list[tuple[_Said, DateConstraint]] = []
+        for s, c in a.callers:
+            if c.allows(d):
+                continue
+            if c.is_positive:
+                # Windows are alternatives: only outside every standing window (or named day) is a conflict.
+                if c.kind is ConstraintKind.ON or c.end is None or c.end < self.reference:
+                    continue
+                if any(st.constraint.contains(d) for st in a.standing):
+                    continue
+                if not any(st.constraint is c for st in a.standing):
+                    continue
+            elif not c.blocked and c.start is None and c.end is not None and c.end < self.reference:
+                continue  # "I paid before the 10th of November" is history, not a limit on scheduling
+            lifted = any(
+                later.index > s.index and (supersedes(lc, c) or (lc.is_positive and lc.contains(d)))
+                for later, lc in a.corrections
+            )
+            if not lifted:
+                out.append((s, c))
+        return out
+
+    def violations(self, d: date, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
+        """The caller's standing constraints that ``d`` breaks, as ``(turn, constraint)``."""
+        return [(s.turn, c) for s, c in self._violations(d, self._analyse(transcript))]
+
+    def violation_finder(self, transcript: TranscriptLane) -> Callable[[str], list[str]]:
+        """A finder for the output guard: reasons why dates named in agent text break the caller's constraints."""
+
+        def find(text: str) -> list[str]:
+            reasons: list[str] = []
+            for c in extract_constraints(text, self.reference):
+                if c.kind is ConstraintKind.ON and c.start is not None:
+                    for turn, broken in self.violations(c.start, transcript):
+                        reasons.append(f"Caller said on turn {turn}: '{broken.text}'. {_explain(c.start, broken)}")
+            return reasons
+
+        return find
+
+    def check_date(self, argument: str, raw: Any, transcript: TranscriptLane, tool_name: str = "the tool") -> DateCheck:
+        """The verdict on one date argument value.
+
+        Args:
+            argument: Parameter name.
+            raw: The value the model passed (ISO ``yyyy-mm-dd`` expected).
+            transcript: The call's transcript lane; read, never modified.
+            tool_name: For the reason text.
+
+        Returns:
+            The check, with citations of the caller's own words.
+        """
+        a = self._analyse(transcript)
+        said = a.said
+        callers = [s for s in said if s.kind is EntryKind.CALLER]
+        d = parse_date_argument(raw)
+        if d is None:
+            cite = (Citation(callers[-1].turn, callers[-1].text),) if callers else (Citation(0, ""),)
+            return DateCheck(
+                DateVerdict.UNCONFIRMED,
+                argument,
+                None,
+                f"{argument}={raw!r} is not a date. Pass an ISO date (yyyy-mm-dd) that the caller said or agreed to.",
+                cite,
+            )
+
+        broken = self._violations(d, a)
+        if broken:
+            parts = [f"Caller said on turn {s.turn}: '{c.text}'. {_explain(d, c)}" for s, c in broken]
+            cites = tuple(dict.fromkeys(Citation(s.turn, c.text) for s, c in broken))
+            return DateCheck(DateVerdict.CONFLICT, argument, d, " ".join(parts), cites)
+
+        hits = [st for st in a.statements if st.constraint.contains(d)]
+        if hits:
+            last = max(hits, key=lambda st: st.pos)
+            for s in callers:
+                if s.index <= last.pos:
+                    continue
+                newer = [c for c in s.constraints if supersedes(c, last.constraint) and not c.contains(d)]
+                if newer:
+                    instead = newer[-1].describe()
+                    reason = (
+                        f"Caller said on turn {last.citations[-1].turn}: '{last.citations[-1].words}', then "
+                        f"corrected it on turn {s.turn}: '{newer[-1].text}'. {d} is the old date; use the corrected "
+                        f"one ({instead})."
+                    )
+                    cites = (*last.citations, Citation(s.turn, newer[-1].text))
+                    return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason, cites)
+            return DateCheck(DateVerdict.OK, argument, d, f"{d} matches what the caller said.", last.citations)
+
+        return self._unconfirmed(argument, d, said, tool_name)
+
+    def _unconfirmed(self, argument: str, d: date, said: list[_Said], tool_name: str) -> DateCheck:
+        ask = f"Confirm the date with the caller before calling {tool_name}."
+        for i, s in enumerate(said):
+            if s.kind is EntryKind.AGENT and any(c.kind is ConstraintKind.ON and c.start == d for c in s.constraints):
+                reply = next((r for r in said[i + 1 :] if r.kind is EntryKind.CALLER), None)
+                cites = [Citation(s.turn, s.text)]
+                heard = "the caller has not answered yet"
+                if reply is not None:
+                    cites.append(Citation(reply.turn, reply.text))
+                    heard = f"the caller answered on turn {reply.turn}: '{reply.text}'"
+                reason = f"The agent proposed {d} on turn {s.turn} but the caller did not agree ({heard}). {ask}"
+                return DateCheck(DateVerdict.UNCONFIRMED, argument, d, reason, tuple(cites))
+        callers = [s for s in said if s.kind is EntryKind.CALLER]
+        dated = [(s, c) for s in callers for c in s.constraints]
+        if dated:
+            s, c = min(dated, key=lambda sc: (_distance(d, sc[1]), -sc[0].index))
+            reason = (
+                f"The caller never said {d} and did not agree to it. The closest they said, on turn {s.turn}: "
+                f"'{c.text}'. {ask}"
+            )
+            return DateCheck(DateVerdict.UNCONFIRMED, argument, d, reason, (Citation(s.turn, c.text),))
+        if callers:
+            last = callers[-1]
+            reason = f"The caller never mentioned a date (last said on turn {last.turn}: '{last.text}'). {ask}"
+            return DateCheck(DateVerdict.UNCONFIRMED, argument, d, reason, (Citation(last.turn, last.text),))
+        return DateCheck(
+            DateVerdict.UNCONFIRMED, argument, d, f"The caller has not said anything yet. {ask}", (Citation(0, ""),)
+        )
+
+    def check(self, tool: ToolSpec, arguments: Mapping[str, Any], transcript: TranscriptLane) -> list[DateCheck]:
+        """Checks every DATE-kind argument present in ``arguments``.
+
+        Args:
+            tool: The tool's spec; DATE parameters are marked there, never guessed from names.
+            arguments: The arguments the model produced.
+            transcript: The call's transcript lane, re-read in full; never modified.
+
+        Returns:
+            One check per DATE parameter present, in parameter order.
+        """
+        return [
+            self.check_date(p.name, arguments[p.name], transcript, tool.name)
+            for p in tool.params_of(ParamKind.DATE)
+            if p.name in arguments
+        ]
+
+
+def constraints_in_transcript(transcript: TranscriptLane, reference: date) -> list[tuple[int, DateConstraint]]:
+    """Every constraint the caller stated in ``transcript``, as ``(turn, constraint)`` (extraction is cached)."""
+    return DateGuard(reference).constraints(transcript)
