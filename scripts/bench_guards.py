@@ -20,6 +20,8 @@ if str(ROOT) not in sys.path:
 from tests.test_dates_table import REFERENCE, TABLE  # noqa: E402
 from voice_agent.core.dates import clear_cache, extract_constraints  # noqa: E402
 from voice_agent.core.guards.date_guard import DateGuard  # noqa: E402
+from voice_agent.core.guards.id_guard import IdGuard  # noqa: E402
+from voice_agent.core.ledger import Ledger  # noqa: E402
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec  # noqa: E402
 from voice_agent.core.transcript import TranscriptLane  # noqa: E402
 
@@ -105,7 +107,24 @@ def bench_reread(turns: int = 200, rounds: int = 50) -> list[str]:
     ]
 
 
-SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread]
+def bench_id_guard(rounds: int = 3000) -> list[str]:
+    """ID guard on a full ledger (64 entries) over 6 raw turns: exact hit, mutated, unknown."""
+    ledger = Ledger(capacity=64)
+    for i in range(64):
+        ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{1000 + i:04d}", 1, "list_invoices", "invoice_id")
+    lane = transcript(12)
+    spec = ToolSpec("issue_credit", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER),), mutates=True)
+    guard = IdGuard()
+    lines = []
+    for label, value in (("known", "INV-2026-1063"), ("mutated", "INV-2026-1O63"), ("unknown", "INV-1999-0001")):
+        recent = lane.entries[-12:]
+        samples = [timed(partial(guard.check, spec, {"invoice_id": value}, ledger, recent)) for _ in range(rounds)]
+        p50, p99 = percentiles(samples)
+        lines.append(f"ids: IdGuard.check, 64-entry ledger, {label:<8}: p50 {p50 * 1e6:.1f} µs, p99 {p99 * 1e6:.1f} µs")
+    return lines
+
+
+SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread, bench_id_guard]
 
 
 def main() -> None:

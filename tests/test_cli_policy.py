@@ -52,3 +52,19 @@ def test_console_script_is_installed() -> None:
     out = subprocess.run([sys.executable, "-m", "voice_agent.cli", "policy", "--json"],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["rewrites"] == 4
+
+
+def test_check_dates_acceptance() -> None:
+    result = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-30",
+                                 "she is travelling until the 14th", "my account number is 4729 18", "--json"])
+    assert result.exit_code == 0
+    first, second = json.loads(result.stdout)["results"]
+    assert [c["end"] for c in first["constraints"]] == ["2026-12-14"]
+    assert second["constraints"] == []
+
+
+def test_check_dates_text_and_bad_reference() -> None:
+    result = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-30", "not Tuesday, that's the school run"])
+    assert result.exit_code == 0 and "exclude_weekday" in result.stdout and "weekday=1" in result.stdout
+    bad = runner.invoke(app, ["check-dates", "--reference-date", "30/11/2026", "x"])
+    assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.stderr

@@ -51,6 +51,37 @@ def policy(
     print(json.dumps(report) if as_json else render_policy_report(report))
 
 
+@app.command("check-dates")
+def check_dates(
+    texts: Annotated[list[str], typer.Argument(help="Caller sentences to read.")],
+    reference_date: Annotated[
+        str, typer.Option("--reference-date", help="The call's 'today' (YYYY-MM-DD); never the machine clock.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Prints the date constraints the engine reads in each caller sentence."""
+    import datetime as dt
+
+    from voice_agent.core.dates import extract_constraints
+
+    try:
+        reference = dt.date.fromisoformat(reference_date)
+    except ValueError:
+        fail(f"--reference-date must be YYYY-MM-DD, got {reference_date!r}")
+    results = [{"text": t, "constraints": [c.to_json() for c in extract_constraints(t, reference)]} for t in texts]
+    if as_json:
+        print(json.dumps({"reference_date": reference.isoformat(), "results": results}, indent=2))
+        return
+    for text, item in zip(texts, results, strict=True):
+        print(f"{text!r}")
+        if not item["constraints"]:
+            print("  (no date constraint)")
+        for c in item["constraints"]:
+            span = f"{c['start'] or '...'} .. {c['end'] or '...'}"
+            extra = f" weekday={c['weekday']}" if c["weekday"] is not None else ""
+            print(f"  {c['kind']:<16} {span}{extra} blocked={c['blocked']} words={c['text']!r}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
