@@ -26,6 +26,7 @@ class TurnLog(FrameProcessor):
 
     Event handlers:
         on_turn_completed(processor, record): the agent finished its answer to a turn.
+        on_interrupted(processor): an interruption reached the end of the output side.
 
     Args:
         session: The call.
@@ -37,6 +38,7 @@ class TurnLog(FrameProcessor):
         self._text: list[str] = []
         self._calls_in_response = False
         self._register_event_handler("on_turn_completed")
+        self._register_event_handler("on_interrupted")
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Tracks responses and tool calls; forwards every frame unchanged."""
@@ -69,6 +71,7 @@ class TurnLog(FrameProcessor):
         self._text = []
         if heard:
             self._session.record_agent(heard, interrupted=True)
+        await self._call_event_handler("on_interrupted")
         # In-flight tools are cancelled by the LLM service (cancel_on_interruption); the tool
         # layer records each as cancelled when its handler is stopped.
 

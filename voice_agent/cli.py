@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -68,7 +68,9 @@ def check_dates(
         reference = dt.date.fromisoformat(reference_date)
     except ValueError:
         fail(f"--reference-date must be YYYY-MM-DD, got {reference_date!r}")
-    results = [{"text": t, "constraints": [c.to_json() for c in extract_constraints(t, reference)]} for t in texts]
+    results: list[dict[str, Any]] = [
+        {"text": t, "constraints": [c.to_json() for c in extract_constraints(t, reference)]} for t in texts
+    ]
     if as_json:
         print(json.dumps({"reference_date": reference.isoformat(), "results": results}, indent=2))
         return

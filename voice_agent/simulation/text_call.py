@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipecat.frames.frames import EndFrame, InterimTranscriptionFrame, LLMMessagesAppendFrame
+from pipecat.frames.frames import EndFrame, InterimTranscriptionFrame, InterruptionWorkerFrame, LLMMessagesAppendFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
@@ -76,6 +76,12 @@ async def run_text_call(
                 await result
 
     call.turn_log.add_event_handler("on_turn_completed", _completed)
+    interrupted = asyncio.Event()
+
+    async def _interrupted(_: Any) -> None:
+        interrupted.set()
+
+    call.turn_log.add_event_handler("on_interrupted", _interrupted)
 
     worker = PipelineWorker(
         call.pipeline, params=PipelineParams(), enable_rtvi=False, idle_timeout_secs=None,
@@ -85,14 +91,25 @@ async def run_text_call(
     await runner.add_workers(worker)
     running = asyncio.create_task(runner.run())
     try:
-        for line in lines:
+        for i, line in enumerate(lines):
             completed.clear()
+            if line.barge_in_after is not None and i > 0:
+                # The caller starts talking over the agent: the pipeline is interrupted first,
+                # as the user aggregator does when a user turn starts.
+                interrupted.clear()
+                await worker.queue_frame(InterruptionWorkerFrame(), FrameDirection.UPSTREAM)
+                # Frames queued behind an interruption can be flushed with it: speak once it has passed.
+                await asyncio.wait_for(interrupted.wait(), turn_timeout)
             words = line.text.split()
-            for i in range(1, len(words)):
-                await worker.queue_frame(InterimTranscriptionFrame(" ".join(words[:i]), USER_ID, time_now_iso8601()))
+            for n in range(1, len(words)):
+                await worker.queue_frame(InterimTranscriptionFrame(" ".join(words[:n]), USER_ID, time_now_iso8601()))
                 if words_per_second > 0:
                     await asyncio.sleep(1 / words_per_second)
             await worker.queue_frame(LLMMessagesAppendFrame([{"role": "user", "content": line.text}], run_llm=True))
+            following = lines[i + 1] if i + 1 < len(lines) else None
+            if following is not None and following.barge_in_after is not None:
+                await asyncio.sleep(following.barge_in_after)
+                continue
             try:
                 await asyncio.wait_for(completed.wait(), turn_timeout)
             except TimeoutError as exc:

@@ -1,0 +1,105 @@
+"""The pipeline on pipecat: processors with run_test, and whole text calls with a toy domain."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pipecat.frames.frames import (
+    InterruptionFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.tests.utils import SleepFrame, run_test
+
+from processors.context_assembly import ContextAssembly
+from processors.output_guard import OutputGuardProcessor
+from processors.turn_log import TurnLog
+from tests.fakes.toy_domain import TOY
+from voice_agent.core.transcript import EntryKind, ToolOutcome
+from voice_agent.policies import PolicyName
+from voice_agent.session import CallSession, SessionConfig
+from voice_agent.simulation.text_call import CallerLine, run_text_call
+
+TODAY = dt.date(2026, 11, 30)
+
+
+def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
+    return CallSession(TOY, SessionConfig(policy=policy, reference_date=TODAY, **kw),  # type: ignore[arg-type]
+                       {"account": "ACC-1000-01"})
+
+
+async def test_context_assembly_replaces_context_and_leaves_history_alone() -> None:
+    s = session()
+    s.state.ledger.record_from_tool("account", "ACC-1000-01", 1, "lookup_account", "account_id")
+    canonical = LLMContext([{"role": "user", "content": "hi, credit my account"}])
+    down, _ = await run_test(ContextAssembly(s), frames_to_send=[LLMContextFrame(canonical)],
+                             expected_down_frames=[LLMContextFrame])
+    messages = down[0].context.get_messages()
+    assert messages[0]["content"].startswith("You are a toy agent. Today is 2026-11-30.")
+    assert "KNOWN FACTS" in messages[1]["content"] and "ACC-1000-01" in messages[1]["content"]
+    assert messages[-1] == {"role": "user", "content": "hi, credit my account"}
+    assert canonical.get_messages() == [{"role": "user", "content": "hi, credit my account"}]
+    assert s.state.turn == 1 and s.turns[0].requests == 1
+
+
+async def test_output_guard_replaces_a_card_number_sentence() -> None:
+    s = session()
+    await s.begin_turn("what card do you have")
+    frames = [LLMFullResponseStartFrame(), LLMTextFrame("Sure. The card is 4111 1111 "),
+              LLMTextFrame("1111 1234. Anything else?"), LLMFullResponseEndFrame()]
+    down, _ = await run_test(OutputGuardProcessor(s), frames_to_send=frames)
+    spoken = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert "4111" not in spoken and "ends in 1234" in spoken and "Anything else?" in spoken
+    assert s.turns[0].output_blocks == ["card_number"]
+
+
+async def test_turn_log_records_an_interrupted_utterance_as_heard() -> None:
+    s = session()
+    await s.begin_turn("hello")
+    # The interruption is a system frame: the sleep lets the text reach the log first, as it would live.
+    frames = [LLMFullResponseStartFrame(), LLMTextFrame("Let me explain the whole "), SleepFrame(0.05),
+              InterruptionFrame()]
+    await run_test(TurnLog(s), frames_to_send=frames)
+    agent = [e for e in s.state.transcript if e.kind is EntryKind.AGENT]
+    assert [(e.text, e.interrupted) for e in agent] == [("Let me explain the whole", True)]
+
+
+async def test_text_call_keeps_order_harvests_and_rejects_from_memory() -> None:
+    s = session()
+    lines = [CallerLine(1, "hello"), CallerLine(2, "my account is ACC-1000-01"), CallerLine(3, "credit me please")]
+    await run_text_call(s, lines)
+    kinds = [(e.turn, e.kind.value) for e in s.state.transcript]
+    assert kinds[:4] == [(1, "caller"), (1, "agent"), (2, "caller"), (2, "tool_call")]
+    assert s.state.ledger.get("account", "ACC-1000-01") is not None
+    assert s.turns[2].executed == ["issue_credit"] and s.turns[2].unledgered_executed == 0
+    assert all(r.first_response_ms is not None for r in s.turns)
+
+
+async def test_broken_tool_gets_an_error_result_and_the_call_goes_on() -> None:
+    s = session()
+    await run_text_call(s, [CallerLine(1, "explode please"), CallerLine(2, "hello again")])
+    results = [e for e in s.state.transcript if e.kind is EntryKind.TOOL_RESULT]
+    assert results[0].outcome is ToolOutcome.FAILED and "failed" in results[0].result["error"]
+    assert s.turns[1].agent == ["Okay."]
+
+
+async def test_window_policy_forgets_and_reasks() -> None:
+    s = session(PolicyName.WINDOW, keep=2)
+    lines = [CallerLine(1, "my account is ACC-1000-01")] + [CallerLine(t, "chit chat") for t in range(2, 6)]
+    await run_text_call(s, [*lines, CallerLine(6, "credit me please")])
+    assert s.turns[-1].reasks == ["account_id"] and s.turns[-1].facts_present == {"account": False}
+
+
+async def test_scripted_barge_in_cuts_the_agent_and_keeps_order() -> None:
+    s = session()
+    lines = [CallerLine(1, "tell me about my card"), CallerLine(2, "wait, stop", barge_in_after=0.05),
+             CallerLine(3, "hello")]
+    await run_text_call(s, lines, stream_delay=0.02)
+    agent = [e for e in s.state.transcript if e.kind is EntryKind.AGENT]
+    assert agent[0].interrupted and agent[0].turn == 1
+    assert len(agent[0].text.split()) < len(["Okay.", "For", "your", "security", "I", "won't", "read", "out", "the", "full", "card", "number."])
+    turns = [e.turn for e in s.state.transcript]
+    assert turns == sorted(turns) and s.state.transcript.pending_tool_calls() == []
