@@ -28,7 +28,7 @@ TODAY = dt.date(2026, 11, 30)
 
 def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
     return CallSession(TOY, SessionConfig(policy=policy, reference_date=TODAY, **kw),  # type: ignore[arg-type]
-                       {"account": "ACC-1000-01"})
+                       {"account": ["ACC-1000-01"]})
 
 
 async def test_context_assembly_replaces_context_and_leaves_history_alone() -> None:

@@ -84,8 +84,72 @@ def check_dates(
             print(f"  {c['kind']:<16} {span}{extra} blocked={c['blocked']} words={c['text']!r}")
 
 
+@app.command()
+def simulate(
+    scenario: Annotated[str, typer.Argument(help="Scenario name under config/scenarios/, or a YAML path.")] = (
+        "billing_dispute"
+    ),
+    policy: Annotated[
+        str, typer.Option("--policy", help="lanes, rolling, window, all, or a comma list (default: lanes,rolling).")
+    ] = "lanes,rolling",
+    retention: Annotated[float, typer.Option("--retention", help="R of the fault-injecting summarizer.")] = 0.9,
+    runs: Annotated[int, typer.Option("--runs", help="Runs per policy (run r uses seed S+r).")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
+    keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
+    every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
+    llm: Annotated[str, typer.Option("--llm", help="LLM: reference (offline default).")] = "reference",
+    pace: Annotated[float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait.")] = 0.0,
+    json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
+) -> None:
+    """Runs a scripted call through the real pipeline and compares memory policies side by side."""
+    import asyncio
+
+    from loguru import logger
+    from rich.progress import Progress
+
+    from voice_agent.domains.billing import billing_domain
+    from voice_agent.policies import PolicyName
+    from voice_agent.scenarios import load_scenario
+    from voice_agent.simulation.console import console, print_comparison, print_turn
+    from voice_agent.simulation.runner import SimulationPlan, run_plan
+
+    names = [p.value for p in PolicyName] if policy == "all" else [p.strip() for p in policy.split(",") if p.strip()]
+    unknown = [n for n in names if n not in {p.value for p in PolicyName}]
+    if unknown or not names:
+        fail(f"--policy takes lanes, rolling, window or all; got {policy!r}")
+    if llm != "reference":
+        fail(f"--llm {llm!r}: simulate measures memory with the deterministic reference agent; use --llm reference")
+    try:
+        plan = SimulationPlan(load_scenario(scenario), billing_domain(), [PolicyName(n) for n in names], runs,
+                              retention, seed, keep, every, pace)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+    live = not quiet
+
+    def on_turn(p: PolicyName, run: int, session: Any, record: Any) -> None:
+        if live and run == 0 and (runs == 1 or p is plan.policies[0]):
+            print_turn(p.value, session, record)
+
+    with Progress(console=console, transient=True, disable=runs == 1) as progress:
+        bars = {p: progress.add_task(f"{p.value} runs", total=runs) for p in plan.policies}
+        report = asyncio.run(run_plan(plan, on_turn=on_turn, on_run=lambda p, _: progress.advance(bars[p])))
+    print_comparison(report)
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump(report, handle, indent=2)
+        console.print(f"report written to {json_path}")
+
+
 def main() -> None:
     """Console-script entry point."""
+    from loguru import logger
+
+    # pipecat logs at INFO on import; a CLI user wants warnings and errors only.
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
     app()
 
 

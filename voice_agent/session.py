@@ -112,7 +112,8 @@ class CallSession:
     Args:
         domain: Tools, slots, backend and prompts.
         config: Policy and limits.
-        tracked_facts: Fact key -> exact value whose presence is measured (a scenario's facts).
+        tracked_facts: Fact key -> the exact forms whose presence is measured (a scenario's facts: the
+            caller's wording and the canonical form an action uses); any form present counts.
         call_id: Names the call in logs and spans.
         policy: A ready policy, instead of the fault-injecting default built from ``config``.
     """
@@ -121,14 +122,19 @@ class CallSession:
         self,
         domain: Domain,
         config: SessionConfig,
-        tracked_facts: Mapping[str, str] | None = None,
+        tracked_facts: Mapping[str, Sequence[str]] | None = None,
         call_id: str = "call",
         policy: Policy | None = None,
     ) -> None:
         self.domain = domain
         self.config = config
         self.call_id = call_id
-        self.tracked_facts = dict(tracked_facts or {})
+        self.fact_forms = {k: tuple(f for f in forms if f) for k, forms in (tracked_facts or {}).items()}
+        # The summarizer and drop log follow every form separately ("key", "key#2", ...).
+        self.tracked_facts = {
+            (key if i == 0 else f"{key}#{i + 1}"): form
+            for key, forms in self.fact_forms.items() for i, form in enumerate(forms)
+        }
         self.state = CallState(
             call_id=call_id,
             reference_date=config.reference_date,
@@ -139,7 +145,8 @@ class CallSession:
         self.date_guard = DateGuard(config.reference_date)
         self.gate = ToolGate({t.name: t for t in domain.tools}, self.date_guard)
         self.output_guard = OutputGuard(config.output_guard)
-        prompt = domain.system_prompt.format(today=config.reference_date.isoformat())
+        today = config.reference_date.isoformat()
+        prompt = domain.system_prompt.format(today=today, reference_date=today)
         self.assembler_config = AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints)
         self.policy: Policy = policy or self._default_policy()
         self.turns: list[TurnRecord] = []
@@ -191,7 +198,7 @@ class CallSession:
             if record.requests == 0:
                 record.lane_tokens = dict(context.lane_tokens)
                 text = context.text()
-                record.facts_present = {k: v in text for k, v in self.tracked_facts.items()}
+                record.facts_present = {k: any(f in text for f in forms) for k, forms in self.fact_forms.items()}
             record.requests += 1
         return context
 

@@ -16,7 +16,8 @@ class TrackedFact:
 
     Attributes:
         key: The fact's key.
-        value: The exact value that must be in the context.
+        value: The caller's wording.
+        forms: Every exact form that counts as present (wording, canonical form).
         kind: ``identifier``, ``date_constraint`` or ``other``.
         stated_turn: Turn the caller stated it.
         needed_turn: Turn that needs it (None: not measured).
@@ -25,6 +26,7 @@ class TrackedFact:
 
     key: str
     value: str
+    forms: tuple[str, ...]
     kind: str
     stated_turn: int
     needed_turn: int | None
