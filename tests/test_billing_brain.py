@@ -260,7 +260,7 @@ def test_callback_date_respects_constraints_in_the_context() -> None:
         user("I'm travelling until the 14th."), user("And not a Tuesday, that's the school run."),
         user("Could someone call me back next week sometime?"),
     )
-    assert only_call(reply) == ("schedule_callback", {"account_id": "ACC-6051-07", "date": "2026-12-16"})
+    assert not reply.tool_calls and "Wednesday the 16th of December" in reply.text
 
 
 def test_callback_date_reads_constraints_from_known_facts_and_summary() -> None:
@@ -268,13 +268,23 @@ def test_callback_date_reads_constraints_from_known_facts_and_summary() -> None:
                   "timing_constraints: I'm travelling until the 14th (turn 3, from update_case.timing_constraint)")
     reply = respond(system("2026-12-08"), known, summary("- Caller said: not Tuesdays, school run."),
                     user("Could someone call me back next week sometime?"))
-    assert only_call(reply)[1]["date"] == "2026-12-16"
+    assert not reply.tool_calls and "Wednesday the 16th of December" in reply.text
 
 
 def test_callback_without_constraints_takes_the_first_weekday() -> None:
     reply = respond(system("2026-12-04"), facts("account: ACC-6051-07 (verified; since turn 2)"),
                     user("Can someone call me back? Any day is fine."))
-    assert only_call(reply)[1]["date"] == "2026-12-07"  # Friday the 4th -> Monday the 7th
+    assert "Monday the 7th of December" in reply.text  # Friday the 4th -> Monday the 7th
+
+
+def test_callback_is_booked_only_after_the_caller_agrees() -> None:
+    proposal = {"role": "assistant", "content": "I can book a callback for Monday the 7th of December. Does that work?"}
+    known = facts("account: ACC-6051-07 (verified; since turn 2)")
+    asked = user("Can someone call me back? Any day is fine.")
+    agreed = respond(system("2026-12-04"), known, asked, proposal, user("Perfect, thank you."))
+    assert only_call(agreed) == ("schedule_callback", {"account_id": "ACC-6051-07", "date": "2026-12-07"})
+    declined = respond(system("2026-12-04"), known, asked, proposal, user("Hmm, what else is on my bill?"))
+    assert not any(c.name == "schedule_callback" for c in declined.tool_calls)
 
 
 def test_callback_takes_a_named_day_as_said() -> None:

@@ -74,7 +74,8 @@ def test_callback_constraints_are_early_and_the_request_is_vague_and_late() -> N
     (callback,) = [a for a in scenario.actions if a.tool == "schedule_callback"]
     exchange = (callback.turn - 1) // 2 + 1
     assert exchange >= 25
-    request = scenario.turns[callback.turn - 1].text
+    # The request comes one exchange before the booking: the agent proposes a day, the caller agrees.
+    request = scenario.turns[callback.turn - 3].text
     assert "next week" in request and "14th" not in request and "Tuesday" not in request
 
 

@@ -27,7 +27,7 @@ class ToyBrain:
 
     def respond(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[str]) -> BrainReply:
         # The agent's own words of a response are recorded when it closes, after its tool call.
-        last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), {})
+        last: Mapping[str, Any] = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), {})
         if last.get("role") == "tool":
             result = json.loads(str(last.get("content")))
             if result.get("status") == "rejected":

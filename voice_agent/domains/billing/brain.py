@@ -20,6 +20,7 @@ from typing import Any
 
 from voice_agent.agent.brain import BrainReply, ToolCallRequest
 from voice_agent.core.dates import ConstraintKind, DateConstraint, extract_constraints, resolve_corrections
+from voice_agent.core.guards.date_guard import is_affirmation
 
 # --- identifier patterns (spoken forms with spaces are normalised to the written form) --------------------------------
 
@@ -175,6 +176,7 @@ class _Context:
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     turn_results: list[_ToolResult] = field(default_factory=list)
     trailing: list[_ToolResult] = field(default_factory=list)
+    agent_before_latest: str = ""
 
     @property
     def latest_user(self) -> str:
@@ -217,6 +219,8 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
         elif role == "user":
             ctx.user_texts.append(text)
         elif role == "assistant":
+            if text and index < last_user:
+                ctx.agent_before_latest = text
             for call in message.get("tool_calls") or []:
                 function = call.get("function", {})
                 try:
@@ -315,7 +319,9 @@ class BillingReferenceBrain:
         if not ctx.user_texts:
             return BrainReply(text="Hello, you're through to billing support. How can I help?")
         # Hard constraints are restated after the recent turns, so look past trailing system messages.
-        conversation = [m for m in messages if m.get("role") != "system"]
+        # The agent's words of a response are recorded when it closes, after its tool call, so
+        # the last caller message or tool result decides what this reply answers.
+        conversation = [m for m in messages if m.get("role") in ("user", "tool")]
         if conversation and conversation[-1].get("role") == "tool":
             return self._after_tools(ctx, available)
         return self._plan(ctx, available)
@@ -494,6 +500,12 @@ class BillingReferenceBrain:
             (bool(_invoice_ids(text) or (_GET_INVOICE.search(lowered) and _months_in(text))), self._get_invoice),
         )
         reply: BrainReply | None = next((route(ctx) for hit, route in routes if hit), None)
+        agreed = self._agreed_callback(ctx)
+        if agreed is not None:
+            reply = BrainReply(
+                text=reply.text if reply else "", tool_calls=(agreed, *(reply.tool_calls if reply else ())),
+                asks_for=reply.asks_for if reply else None,
+            )
         note = self._case_note(ctx)
         if reply is None:
             if _account_ids(text):
@@ -625,8 +637,23 @@ class BillingReferenceBrain:
         day = choose_callback_date(ctx.latest_user, context_texts, reference)
         if day is None:
             return self._ask("date")
+        if not any(c.kind is ConstraintKind.ON for c in extract_constraints(ctx.latest_user, reference)):
+            # The caller named no day: propose one and book it only once they agree.
+            return BrainReply(text=f"I can book a callback for {_spoken_day(day)}. Does that work for you?")
         arguments = {"account_id": account, "date": day.isoformat()}
         return BrainReply(tool_calls=(ToolCallRequest("schedule_callback", arguments),))
+
+    def _agreed_callback(self, ctx: _Context) -> ToolCallRequest | None:
+        """The callback the agent proposed last, when the caller's latest words agree to it."""
+        proposal = ctx.agent_before_latest
+        reference = ctx.reference_date
+        if reference is None or _PROPOSAL not in proposal or not is_affirmation(ctx.latest_user):
+            return None
+        days = [c.start for c in extract_constraints(proposal, reference) if c.kind is ConstraintKind.ON]
+        account = self._account(ctx)
+        if len(days) != 1 or days[0] is None or account is None:
+            return None
+        return ToolCallRequest("schedule_callback", {"account_id": account, "date": days[0].isoformat()})
 
     def _transfer(self, ctx: _Context) -> BrainReply:
         return BrainReply(tool_calls=(ToolCallRequest("transfer_to_human", {"reason": ctx.latest_user.strip()}),))
@@ -669,6 +696,14 @@ class BillingReferenceBrain:
         if _THANKS.search(lowered):
             return BrainReply(text="You're very welcome. Is there anything else I can help with?")
         return BrainReply(text="Of course, take your time.")
+
+
+_PROPOSAL = "I can book a callback for"
+
+
+def _spoken_day(day: dt.date) -> str:
+    """'Tuesday the 15th of December', as an agent says it."""
+    return f"{day.strftime('%A')} the {day.day}{_suffix(day.day)} of {day.strftime('%B')}"
 
 
 def _suffix(day: int) -> str:

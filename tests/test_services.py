@@ -1,0 +1,332 @@
+"""The service factory, and the real OpenAILLMService against a fake OpenAI-compatible server.
+
+The server is a real HTTP server on 127.0.0.1 speaking the chat-completions wire format
+(SSE streaming and plain JSON), so the network boundary is exercised end to end with
+no network access and no API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import (
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.anthropic.llm import AnthropicLLMService
+from pipecat.services.google.llm import GoogleLLMService
+from pipecat.services.llm_service import FunctionCallParams, LLMService
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.tests.utils import SleepFrame, run_test
+
+from tests.fakes.toy_domain import TOY
+from voice_agent.services.factory import make_llm, make_summarizer
+from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.settings import API_KEY_ENV, Settings, SettingsError, load_settings
+from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.summarizers.llm import LLMSummarizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+Reply = Callable[[web.Request, dict[str, Any]], Awaitable[web.StreamResponse]]
+"""Builds the response to one request (the aiohttp request and its parsed JSON body)."""
+
+
+def completion(content: str, model: str = "fake-model") -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` body."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` of a stream."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+@dataclass
+class FakeOpenAIServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` endpoint on 127.0.0.1.
+
+    Attributes:
+        reply: Builds the response for each request body; tests swap it per case.
+        requests: Every request body received, in order.
+    """
+
+    reply: Reply | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    _runner: web.AppRunner | None = None
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` to hand to the OpenAI client."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        assert self.reply is not None, "test did not set a reply"
+        return await self.reply(request, body)
+
+    async def start(self) -> None:
+        """Binds an ephemeral port and starts serving."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Stops serving, first releasing any reply that waits on ``closing``."""
+        self.closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def json_reply(content: str) -> Reply:
+    """Replies with a plain JSON completion whose message is ``content``."""
+
+    async def reply(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        return web.json_response(completion(content, body.get("model", "fake-model")))
+
+    return reply
+
+
+def sse_reply(chunks: list[dict[str, Any]]) -> Reply:
+    """Replies with an SSE stream of ``chunks`` followed by ``[DONE]``."""
+
+    async def reply(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for part in chunks:
+            await response.write(f"data: {json.dumps(part)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    return reply
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see only the variables they set, never the developer's shell, and the repo's config/."""
+    monkeypatch.chdir(REPO_ROOT)
+    for name in list(os.environ):
+        if name.upper().startswith("VOICE_AGENT_") or name in API_KEY_ENV.values():
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+async def fake_openai() -> AsyncIterator[FakeOpenAIServer]:
+    """A running fake server, stopped after the test."""
+    server = FakeOpenAIServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def openai_settings(base_url: str) -> Settings:
+    """Settings for the real OpenAI service pointed at ``base_url`` (through the real loader)."""
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+        mp.setenv("VOICE_AGENT_LLM__MODEL", "fake-model")
+        mp.setenv("VOICE_AGENT_LLM__BASE_URL", base_url)
+        mp.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        return load_settings()
+    finally:
+        mp.undo()
+
+
+# --- factory -----------------------------------------------------------------------------------
+
+
+def test_reference_provider_builds_reference_llm() -> None:
+    llm = make_llm(load_settings(), TOY)
+    assert isinstance(llm, ReferenceLLMService)
+
+
+@pytest.mark.parametrize(
+    ("provider", "env", "cls", "model"),
+    [
+        ("openai", "OPENAI_API_KEY", OpenAILLMService, "gpt-4.1-mini"),
+        ("anthropic", "ANTHROPIC_API_KEY", AnthropicLLMService, "claude-test"),
+        ("google", "GOOGLE_API_KEY", GoogleLLMService, "gemini-test"),
+    ],
+)
+def test_hosted_providers_build_the_real_pipecat_services(
+    monkeypatch: pytest.MonkeyPatch, provider: str, env: str, cls: type, model: str
+) -> None:
+    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", provider)
+    monkeypatch.setenv("VOICE_AGENT_LLM__MODEL", model)
+    monkeypatch.setenv(env, "fake-key-for-tests")
+    llm = make_llm(load_settings(), TOY)
+    assert type(llm) is cls
+    assert llm._settings.model == model
+
+
+def test_openai_uses_base_url_for_local_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    llm = make_llm(openai_settings("http://127.0.0.1:9/v1"), TOY)
+    assert isinstance(llm, OpenAILLMService)
+    assert str(llm._client.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
+
+
+def test_openai_without_model_keeps_pipecat_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake")
+    llm = make_llm(load_settings(), TOY)
+    untouched: LLMService[Any] = OpenAILLMService(api_key="x")
+    assert llm._settings.model == untouched._settings.model
+    assert type(llm) is OpenAILLMService
+
+
+def test_make_summarizer_fault_by_default() -> None:
+    summarizer = make_summarizer(load_settings(), {"account": "ACC-1000-01"})
+    assert isinstance(summarizer, FaultInjectingSummarizer)
+    assert summarizer.retention == 0.9
+    assert summarizer.tracked == {"account": "ACC-1000-01"}
+
+
+def test_make_summarizer_llm_uses_given_or_settings_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "llm")
+    monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__TIMEOUT_SECS", "3.5")
+    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake")
+    settings = load_settings()
+    conversation_llm = make_llm(settings, TOY)
+    shared = make_summarizer(settings, {}, llm=conversation_llm)
+    assert isinstance(shared, LLMSummarizer)
+    assert shared.llm is conversation_llm
+    assert shared.timeout_secs == 3.5
+    dedicated = make_summarizer(settings, {})
+    assert isinstance(dedicated, LLMSummarizer)
+    assert isinstance(dedicated.llm, OpenAILLMService)
+    assert dedicated.llm is not conversation_llm
+
+
+def test_make_summarizer_llm_refuses_the_reference_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings().model_copy(
+        update={"summarizer": load_settings().summarizer.model_copy(update={"kind": "llm"})}
+    )
+    with pytest.raises(SettingsError) as excinfo:
+        make_summarizer(settings, {}, llm=make_llm(settings, TOY))
+    assert "\n" not in str(excinfo.value)
+    assert "summarizer.kind=fault" in str(excinfo.value)
+
+
+# --- the real OpenAILLMService over HTTP -------------------------------------------------------------
+
+
+async def test_openai_service_streams_text_and_a_tool_call(fake_openai: FakeOpenAIServer) -> None:
+    tool_args = {"account_id": "ACC-1000-01"}
+    args_text = json.dumps(tool_args)
+    fake_openai.reply = sse_reply(
+        [
+            chunk({"role": "assistant", "content": "Let me "}),
+            chunk({"content": "check that."}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "lookup_account", "arguments": args_text[:10]},
+                        }
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": args_text[10:]}}]}),
+            chunk({}, finish_reason="tool_calls"),
+        ]
+    )
+
+    llm = make_llm(openai_settings(fake_openai.base_url), TOY)
+    assert isinstance(llm, OpenAILLMService)
+    seen: list[FunctionCallParams] = []
+
+    async def lookup_account(params: FunctionCallParams) -> None:
+        seen.append(params)
+        await params.result_callback({"account_id": params.arguments["account_id"], "name": "Ada"})
+
+    llm.register_function("lookup_account", lookup_account)
+    tools = ToolsSchema(
+        standard_tools=[
+            FunctionSchema(
+                name="lookup_account",
+                description="Look up an account.",
+                properties={"account_id": {"type": "string"}},
+                required=["account_id"],
+            )
+        ]
+    )
+    context = LLMContext([{"role": "user", "content": "My account is ACC-1000-01."}], tools=tools)
+
+    down, _up = await run_test(
+        llm,
+        frames_to_send=[LLMContextFrame(context=context), SleepFrame(sleep=0.3)],
+    )
+
+    text = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert text == "Let me check that."
+    in_progress = [f for f in down if isinstance(f, FunctionCallInProgressFrame)]
+    assert [(f.function_name, f.tool_call_id, dict(f.arguments)) for f in in_progress] == [
+        ("lookup_account", "call_1", tool_args)
+    ]
+    results = [f for f in down if isinstance(f, FunctionCallResultFrame)]
+    assert [f.result for f in results] == [{"account_id": "ACC-1000-01", "name": "Ada"}]
+    assert [p.arguments for p in seen] == [tool_args]
+    kinds = [type(f) for f in down]
+    assert kinds.index(LLMFullResponseStartFrame) < kinds.index(LLMTextFrame) < kinds.index(LLMFullResponseEndFrame)
+
+    # What went over the wire: our model, a stream, the caller's words and the tool schema.
+    (request,) = fake_openai.requests
+    assert request["model"] == "fake-model"
+    assert request["stream"] is True
+    assert request["messages"][-1] == {"role": "user", "content": "My account is ACC-1000-01."}
+    assert [t["function"]["name"] for t in request["tools"]] == ["lookup_account"]
+
+
+async def test_openai_run_inference_returns_the_message(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.reply = json_reply("plain answer")
+    llm = make_llm(openai_settings(fake_openai.base_url), TOY)
+    answer = await asyncio.wait_for(
+        llm.run_inference(LLMContext([{"role": "user", "content": "hi"}]), system_instruction="Be brief."),
+        timeout=5,
+    )
+    assert answer == "plain answer"
+    (request,) = fake_openai.requests
+    assert request["stream"] is False
+    assert request["messages"][0] == {"role": "system", "content": "Be brief."}

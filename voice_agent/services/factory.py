@@ -1,0 +1,139 @@
+"""Builds the LLM service and the summarizer that the settings ask for.
+
+Provider modules are imported lazily: each needs its pipecat extra (``openai`` is a
+core dependency; ``anthropic`` and ``google`` come from ``pipecat-ai[anthropic,google]``),
+and the offline default must start without any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pipecat.services.llm_service import LLMService
+
+from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.settings import LLMConfig, Settings, SettingsError
+from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.summarizers.llm import LLMSummarizer
+
+if TYPE_CHECKING:
+    from voice_agent.domains.base import Domain
+
+PROVIDER_EXTRA: Mapping[str, str] = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
+"""Provider -> the pipecat extra that brings its SDK."""
+
+
+def _missing_extra(provider: str, exc: ImportError) -> SettingsError:
+    extra = PROVIDER_EXTRA[provider]
+    return SettingsError(
+        f"settings: llm.provider={provider} needs the pipecat-ai[{extra}] extra "
+        f"(pip install 'pipecat-ai[{extra}]==1.14.0'; import failed: {exc})"
+    )
+
+
+def _api_key(config: LLMConfig) -> str:
+    if config.api_key is None or not config.api_key.get_secret_value():
+        # load_settings resolves the key; a hand-built Settings may skip that step.
+        raise SettingsError(
+            f"settings: llm.provider={config.provider} has no API key (build settings with load_settings)"
+        )
+    return config.api_key.get_secret_value()
+
+
+def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
+    """The pipecat service of a hosted (or OpenAI-compatible local) provider.
+
+    Args:
+        config: The ``llm`` settings section; ``provider`` must not be ``reference``.
+
+    Returns:
+        A real pipecat ``OpenAILLMService``, ``AnthropicLLMService`` or ``GoogleLLMService``.
+
+    Raises:
+        SettingsError: When the provider is ``reference``, has no key, or its SDK is not installed.
+    """
+    provider = config.provider
+    if provider == "openai":
+        try:
+            from pipecat.services.openai.llm import OpenAILLMService
+        except ImportError as exc:
+            raise _missing_extra(provider, exc) from None
+        return OpenAILLMService(
+            api_key=_api_key(config),
+            base_url=config.base_url,
+            settings=OpenAILLMService.Settings(model=config.model) if config.model else None,
+        )
+    if provider == "anthropic":
+        try:
+            from pipecat.services.anthropic.llm import AnthropicLLMService
+        except ImportError as exc:
+            raise _missing_extra(provider, exc) from None
+        return AnthropicLLMService(
+            api_key=_api_key(config),
+            settings=AnthropicLLMService.Settings(model=config.model) if config.model else None,
+        )
+    if provider == "google":
+        try:
+            from pipecat.services.google.llm import GoogleLLMService
+        except ImportError as exc:
+            raise _missing_extra(provider, exc) from None
+        return GoogleLLMService(
+            api_key=_api_key(config),
+            settings=GoogleLLMService.Settings(model=config.model) if config.model else None,
+        )
+    raise SettingsError(f"settings: llm.provider={provider} is not a hosted provider (set openai, anthropic or google)")
+
+
+def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
+    """The conversation LLM service.
+
+    Args:
+        settings: Validated settings (from :func:`voice_agent.settings.load_settings`).
+        domain: The domain; its brain drives the offline ``reference`` provider.
+
+    Returns:
+        ``ReferenceLLMService`` for ``reference``, else the provider's real pipecat service.
+
+    Raises:
+        SettingsError: When a hosted provider has no key or its SDK is not installed.
+    """
+    if settings.llm.provider == "reference":
+        return ReferenceLLMService(domain.make_brain())
+    return make_hosted_llm(settings.llm)
+
+
+def make_summarizer(
+    settings: Settings, tracked: Mapping[str, str], llm: LLMService[Any] | None = None
+) -> FaultInjectingSummarizer | LLMSummarizer:
+    """The summarizer for both the ``lanes`` and the ``rolling`` policies.
+
+    Args:
+        settings: Validated settings.
+        tracked: Fact key -> exact value whose fate the ``fault`` summarizer simulates.
+        llm: For ``kind = "llm"``: the service to summarize with (e.g. the conversation
+            LLM); None builds a dedicated one from ``settings.llm``.
+
+    Returns:
+        A ``FaultInjectingSummarizer`` or an ``LLMSummarizer``.
+
+    Raises:
+        SettingsError: When ``kind = "llm"`` but no LLM able to run out-of-band inference is available.
+    """
+    config = settings.summarizer
+    if config.kind == "fault":
+        return FaultInjectingSummarizer(config.retention, tracked, seed=config.seed)
+    if llm is None:
+        if settings.llm.provider == "reference":
+            raise SettingsError(
+                "settings: summarizer.kind=llm needs a hosted llm.provider "
+                "(set llm.provider=openai|anthropic|google, or summarizer.kind=fault)"
+            )
+        llm = make_hosted_llm(settings.llm)
+    elif isinstance(llm, ReferenceLLMService):
+        # The reference brain answers calls, it cannot write summaries (no run_inference).
+        raise SettingsError(
+            "settings: summarizer.kind=llm cannot use the reference LLM "
+            "(set summarizer.kind=fault or a hosted llm.provider)"
+        )
+    return LLMSummarizer(llm, timeout_secs=config.timeout_secs, max_tokens=config.max_tokens)

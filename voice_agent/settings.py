@@ -1,0 +1,300 @@
+"""Typed start-up settings: one TOML file plus ``VOICE_AGENT_*`` environment variables.
+
+Precedence, highest first: environment variables (prefix ``VOICE_AGENT_``, nested
+delimiter ``__``, e.g. ``VOICE_AGENT_LLM__PROVIDER=openai``), then the TOML file
+(``config/settings.toml``, or the path in ``VOICE_AGENT_SETTINGS``), then the
+defaults below. :func:`load_settings` validates everything and turns every problem
+into a :class:`SettingsError` with a one-line message that says what to set.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_SETTINGS_PATH = Path("config/settings.toml")
+SETTINGS_PATH_ENV = "VOICE_AGENT_SETTINGS"
+ENV_PREFIX = "VOICE_AGENT_"
+ENV_NESTED_DELIMITER = "__"
+
+Provider = Literal["reference", "openai", "anthropic", "google"]
+
+API_KEY_ENV: Mapping[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google": "GOOGLE_API_KEY",
+}
+"""Provider -> the environment variable its own SDK reads the key from."""
+
+
+class SettingsError(Exception):
+    """A settings problem, with a one-line message saying what to set."""
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors, so a typo never silently falls back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMConfig(_Section):
+    """The conversation LLM.
+
+    Attributes:
+        provider: ``reference`` (offline, deterministic), ``openai``, ``anthropic`` or ``google``.
+        model: Model name; None keeps pipecat's default for the provider.
+        base_url: OpenAI-compatible endpoint (a local server); only for ``openai``.
+        api_key: The key; when unset, read from the provider's standard variable.
+    """
+
+    provider: Provider = "reference"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+
+class SummarizerConfig(_Section):
+    """The summary-lane summarizer.
+
+    Attributes:
+        kind: ``fault`` (seeded, known retention, for simulation) or ``llm`` (the conversation LLM).
+        retention: Per-pass retention R of the ``fault`` summarizer, in [0, 1].
+        seed: Seeds the ``fault`` summarizer.
+        timeout_secs: Longest an ``llm`` summary pass may take before the previous summary is kept.
+        max_tokens: Output token budget of one ``llm`` summary pass.
+    """
+
+    kind: Literal["fault", "llm"] = "fault"
+    retention: float = Field(default=0.9, ge=0.0, le=1.0)
+    seed: int = 0
+    timeout_secs: float = Field(default=20.0, gt=0.0)
+    max_tokens: int = Field(default=1024, ge=1)
+
+
+class PolicyConfig(_Section):
+    """The context policy.
+
+    Attributes:
+        name: ``lanes``, ``rolling`` or ``window``.
+        keep: K, recent turns kept raw.
+        every: S, summary regeneration cadence in turns.
+    """
+
+    name: Literal["lanes", "rolling", "window"] = "lanes"
+    keep: int = Field(default=6, ge=1)
+    every: int = Field(default=5, ge=1)
+
+
+class OutputGuardSettings(_Section):
+    """Output guard limits (mirrors ``core.guards.output_guard.OutputGuardConfig``).
+
+    Attributes:
+        max_credit: Largest credit or refund the agent may promise.
+        late_max_credit: The limit once the call is long.
+        strict_after_turn: From this turn on the call counts as long.
+    """
+
+    max_credit: float = Field(default=50.0, ge=0.0)
+    late_max_credit: float = Field(default=25.0, ge=0.0)
+    strict_after_turn: int = Field(default=20, ge=1)
+
+
+class TelemetryConfig(_Section):
+    """Tracing.
+
+    Attributes:
+        include_pii: Put caller words and identifier values in spans (off: redacted).
+        exporter: ``none``, ``console`` or ``otlp``.
+    """
+
+    include_pii: bool = False
+    exporter: Literal["none", "console", "otlp"] = "none"
+
+
+class CallConfig(_Section):
+    """Per-call facts.
+
+    Attributes:
+        reference_date: The call's "today" (ISO date); defaults to the real today.
+        ledger_capacity: Most identifiers the ledger holds.
+    """
+
+    reference_date: dt.date = Field(default_factory=dt.date.today)
+    ledger_capacity: int = Field(default=64, ge=1)
+
+
+# load_settings picks the file per call; settings_customise_sources is a classmethod with no
+# other way in, so the path travels in a context variable.
+_toml_path: ContextVar[Path | None] = ContextVar("voice_agent_settings_toml", default=None)
+
+
+class Settings(BaseSettings):
+    """All start-up settings. Build them with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        extra="forbid",
+        frozen=True,
+    )
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    output_guard: OutputGuardSettings = Field(default_factory=OutputGuardSettings)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    call: CallConfig = Field(default_factory=CallConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment over the TOML file; no dotenv or secrets directory."""
+        path = _toml_path.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def _settings_path(path: str | Path | None) -> tuple[Path, bool]:
+    """The TOML path to read and whether it was asked for explicitly (so must exist)."""
+    if path is not None:
+        return Path(path), True
+    from_env = os.environ.get(SETTINGS_PATH_ENV)
+    if from_env:
+        return Path(from_env), True
+    return DEFAULT_SETTINGS_PATH, False
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"settings: {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise SettingsError(f"settings: cannot read {path}: {exc.strerror}") from None
+
+
+def _fields_at(loc: Sequence[str]) -> list[str]:
+    """Field names of the model at ``loc`` (the settings root when empty)."""
+    model: type[BaseModel] = Settings
+    for part in loc:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _in_toml(data: Mapping[str, Any], loc: Sequence[str]) -> bool:
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _env_name(loc: Sequence[str]) -> str:
+    return ENV_PREFIX + ENV_NESTED_DELIMITER.join(part.upper() for part in loc)
+
+
+def _describe(exc: ValidationError, toml: Mapping[str, Any], path: Path) -> str:
+    """One line for the first validation error, naming where the bad value came from."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = [str(part) for part in first["loc"]]
+    dotted = ".".join(loc)
+    # The environment outranks the file, so a variable that is set is where the value came from.
+    from_env = _env_name(loc).upper() in {name.upper() for name in os.environ}
+    where = f"in the environment ({_env_name(loc)})" if from_env or not _in_toml(toml, loc) else f"in {path}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        known = _fields_at(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
+        return f"settings: unknown key '{dotted}' {where} ({hint}){more}"
+    message = str(first["msg"]).replace("\n", " ")
+    value = first.get("input")
+    shown = "" if isinstance(value, Mapping) else f"={value!r}"
+    return f"settings: {dotted}{shown} {where} is invalid: {message} (set {dotted} in {path} or {_env_name(loc)}){more}"
+
+
+def _with_api_key(settings: Settings) -> Settings:
+    """Fills ``llm.api_key`` from the provider's standard variable, or fails naming it."""
+    llm = settings.llm
+    if llm.provider == "reference":
+        return settings
+    if llm.base_url and llm.provider != "openai":
+        raise SettingsError(
+            f"settings: llm.base_url is only for OpenAI-compatible servers, not llm.provider={llm.provider} "
+            "(unset llm.base_url or set llm.provider=openai)"
+        )
+    if llm.api_key is not None and llm.api_key.get_secret_value():
+        return settings
+    env = API_KEY_ENV[llm.provider]
+    key = os.environ.get(env, "")
+    if not key:
+        raise SettingsError(f"settings: llm.provider={llm.provider} needs {env} (set it in the environment)")
+    return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Loads and validates the settings.
+
+    Args:
+        path: The TOML file; None uses ``$VOICE_AGENT_SETTINGS`` or ``config/settings.toml``
+            (a missing default file means built-in defaults; a missing named file is an error).
+
+    Returns:
+        The validated settings, with ``llm.api_key`` resolved for hosted providers.
+
+    Raises:
+        SettingsError: With a one-line message saying what to set.
+    """
+    toml_path, required = _settings_path(path)
+    if not toml_path.is_file():
+        if required:
+            raise SettingsError(
+                f"settings: file {toml_path} not found (create it or point {SETTINGS_PATH_ENV} at a TOML file)"
+            )
+        toml: dict[str, Any] = {}
+        source: Path | None = None
+    else:
+        toml = _read_toml(toml_path)
+        source = toml_path
+    token = _toml_path.set(source)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, toml, toml_path)) from None
+    finally:
+        _toml_path.reset(token)
+    if settings.summarizer.kind == "llm" and settings.llm.provider == "reference":
+        # The reference brain cannot write summaries; fail now rather than at the first regeneration.
+        raise SettingsError(
+            "settings: summarizer.kind=llm needs a hosted llm.provider "
+            "(set llm.provider=openai|anthropic|google, or summarizer.kind=fault)"
+        )
+    return _with_api_key(settings)
