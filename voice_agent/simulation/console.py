@@ -48,8 +48,9 @@ def print_comparison(report: dict[str, Any]) -> None:
     """The side-by-side table: facts present at need, re-asks, tokens per request, guard figures."""
     policies = report["policies"]
     names = list(policies)
-    table = Table(title=f"{report['scenario']}: {report['runs']} run(s) per policy, retention R={report['retention']:g}, "
-                  f"K={report['keep']}, S={report['every']}")
+    title = (f"{report['scenario']}: {report['runs']} run(s) per policy, retention R={report['retention']:g}, "
+             f"K={report['keep']}, S={report['every']}")
+    table = Table(title=title)
     table.add_column("measure")
     for name in names:
         table.add_column(name, justify="right")

@@ -19,10 +19,8 @@ def tracked_facts(scenario: Scenario) -> list[TrackedFact]:
     """The scenario's facts with exchange turns and the tool argument each value fills."""
     out = []
     for fact in scenario.facts:
-        argument = next(
-            (name for a in scenario.actions for name, v in a.args.items() if fact.canonical and str(v) == fact.canonical),
-            fact.key,
-        )
+        fills = [name for a in scenario.actions for name, v in a.args.items() if str(v) == fact.canonical]
+        argument = fills[0] if fact.canonical and fills else fact.key
         out.append(TrackedFact(
             key=fact.key, value=fact.value, forms=tuple(dict.fromkeys(v for v in (fact.value, fact.canonical) if v)),
             kind=fact.kind, stated_turn=scenario.fact_stated_turn(fact),
