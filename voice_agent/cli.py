@@ -101,9 +101,10 @@ def simulate(
     pace: Annotated[float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait.")] = 0.0,
     json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", help="Worker processes for multi-run (default: CPU count).")] = 0,
 ) -> None:
     """Runs a scripted call through the real pipeline and compares memory policies side by side."""
-    import asyncio
+    import os
 
     from loguru import logger
     from rich.progress import Progress
@@ -121,7 +122,7 @@ def simulate(
     if llm != "reference":
         fail(f"--llm {llm!r}: simulate measures memory with the deterministic reference agent; use --llm reference")
     try:
-        plan = SimulationPlan(load_scenario(scenario), billing_domain(), [PolicyName(n) for n in names], runs,
+        plan = SimulationPlan(load_scenario(scenario), billing_domain, [PolicyName(n) for n in names], runs,
                               retention, seed, keep, every, pace)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
@@ -135,7 +136,8 @@ def simulate(
 
     with Progress(console=console, transient=True, disable=runs == 1) as progress:
         bars = {p: progress.add_task(f"{p.value} runs", total=runs) for p in plan.policies}
-        report = asyncio.run(run_plan(plan, on_turn=on_turn, on_run=lambda p, _: progress.advance(bars[p])))
+        report = run_plan(plan, jobs=jobs or os.cpu_count() or 1, on_turn=on_turn,
+                          on_runs=lambda p, n: progress.advance(bars[p], n))
     print_comparison(report)
     if json_path:
         with open(json_path, "w") as handle:

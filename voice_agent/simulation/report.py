@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from voice_agent.session import CallSession
@@ -33,6 +33,62 @@ class TrackedFact:
     argument: str | None = None
 
 
+@dataclass
+class RunOutcome:
+    """What one finished call contributes to the report (small and picklable).
+
+    Attributes:
+        present_at_need: Fact key -> whether its value was in the context on the turn that needed it.
+        reasks: Questions for a value the caller had already given.
+        tokens: Estimated tokens of each turn's first request.
+        latencies_ms: Time to the first agent words, per turn.
+        guard_rejections: Tool calls the guards refused.
+        unledgered_executed: Executed calls with an identifier from nowhere.
+        executed_calls: Tool calls that ran.
+        output_blocks: Utterances the output guard replaced.
+        facts_offered: Tracked facts that reached a summary pass, summed over passes.
+        facts_kept: Of those, the ones that came out verbatim.
+    """
+
+    present_at_need: dict[str, bool] = field(default_factory=dict)
+    reasks: int = 0
+    tokens: list[int] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    guard_rejections: int = 0
+    unledgered_executed: int = 0
+    executed_calls: int = 0
+    output_blocks: int = 0
+    facts_offered: int = 0
+    facts_kept: int = 0
+
+
+def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome:
+    """Reduces a finished call to its :class:`RunOutcome`."""
+    turns = {r.turn: r for r in session.turns}
+    present = {}
+    for fact in facts:
+        if fact.needed_turn is not None:
+            record = turns.get(fact.needed_turn)
+            present[fact.key] = bool(record and record.facts_present.get(fact.key))
+    reasks = sum(
+        1 for r in session.turns for argument in r.reasks
+        if any(f.argument == argument and f.stated_turn < r.turn for f in facts)
+    )
+    drops = session.state.drop_log.events
+    return RunOutcome(
+        present_at_need=present,
+        reasks=reasks,
+        tokens=[r.total_tokens for r in session.turns if r.requests],
+        latencies_ms=[r.first_response_ms for r in session.turns if r.first_response_ms is not None],
+        guard_rejections=sum(len(r.rejections) for r in session.turns),
+        unledgered_executed=sum(r.unledgered_executed for r in session.turns),
+        executed_calls=sum(len(r.executed) for r in session.turns),
+        output_blocks=sum(len(r.output_blocks) for r in session.turns),
+        facts_offered=sum(len(e.keys_in) for e in drops),
+        facts_kept=sum(len(e.keys_in & e.keys_out) for e in drops),
+    )
+
+
 def _percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
@@ -40,51 +96,35 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def reasks_in(session: CallSession, facts: Sequence[TrackedFact]) -> int:
-    """Questions for a value the caller had already given (a first ask is not a re-ask)."""
-    count = 0
-    for record in session.turns:
-        for argument in record.reasks:
-            if any(f.argument == argument and f.stated_turn < record.turn for f in facts):
-                count += 1
-    return count
-
-
-def policy_report(policy: str, sessions: Sequence[CallSession], facts: Sequence[TrackedFact]) -> dict[str, Any]:
+def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[TrackedFact]) -> dict[str, Any]:
     """Aggregates the runs of one policy.
 
     ``present_at_need`` is the fraction of runs whose assembled context held the exact
     value on the turn that needed it.
     """
-    runs = len(sessions)
-    fact_rows = []
-    for fact in facts:
-        if fact.needed_turn is None:
-            continue
-        hits = 0
-        for session in sessions:
-            record = next((r for r in session.turns if r.turn == fact.needed_turn), None)
-            hits += bool(record and record.facts_present.get(fact.key))
-        fact_rows.append({
-            "key": fact.key, "kind": fact.kind, "stated_turn": fact.stated_turn, "needed_turn": fact.needed_turn,
-            "present_at_need": hits / runs if runs else 0.0,
-        })
-    tokens = [r.total_tokens for s in sessions for r in s.turns if r.requests]
-    latencies = [r.first_response_ms for s in sessions for r in s.turns if r.first_response_ms is not None]
-    reasks = [reasks_in(s, facts) for s in sessions]
-    drops = [e for s in sessions for e in s.state.drop_log.events]
-    offered = sum(len(e.keys_in) for e in drops)
+    runs = len(outcomes)
+    fact_rows = [
+        {
+            "key": f.key, "kind": f.kind, "stated_turn": f.stated_turn, "needed_turn": f.needed_turn,
+            "present_at_need": sum(o.present_at_need.get(f.key, False) for o in outcomes) / runs if runs else 0.0,
+        }
+        for f in facts if f.needed_turn is not None
+    ]
+    tokens = [t for o in outcomes for t in o.tokens]
+    latencies = [t for o in outcomes for t in o.latencies_ms]
+    offered = sum(o.facts_offered for o in outcomes)
+    reasks = sum(o.reasks for o in outcomes)
     return {
         "policy": policy,
         "runs": runs,
         "facts": fact_rows,
-        "reasks": sum(reasks),
-        "reasks_per_call": sum(reasks) / runs if runs else 0.0,
+        "reasks": reasks,
+        "reasks_per_call": reasks / runs if runs else 0.0,
         "tokens_per_request": statistics.mean(tokens) if tokens else 0.0,
-        "guard_rejections": sum(len(r.rejections) for s in sessions for r in s.turns),
-        "unledgered_executed": sum(r.unledgered_executed for s in sessions for r in s.turns),
-        "executed_calls": sum(len(r.executed) for s in sessions for r in s.turns),
-        "output_blocks": sum(len(r.output_blocks) for s in sessions for r in s.turns),
+        "guard_rejections": sum(o.guard_rejections for o in outcomes),
+        "unledgered_executed": sum(o.unledgered_executed for o in outcomes),
+        "executed_calls": sum(o.executed_calls for o in outcomes),
+        "output_blocks": sum(o.output_blocks for o in outcomes),
         "latency_ms": {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)},
-        "measured_retention": (sum(len(e.keys_in & e.keys_out) for e in drops) / offered) if offered else None,
+        "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
     }

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import multiprocessing
+import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
+
+from loguru import logger
 
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.scenarios import Scenario
 from voice_agent.session import CallSession, SessionConfig, TurnRecord
-from voice_agent.simulation.report import TrackedFact, policy_report
+from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
 from voice_agent.simulation.text_call import CallerLine, run_text_call
+
+CHUNK = 25
+"""Runs per task handed to a worker process: small enough for a smooth progress bar."""
 
 
 def tracked_facts(scenario: Scenario) -> list[TrackedFact]:
@@ -47,7 +56,7 @@ class SimulationPlan:
 
     Attributes:
         scenario: The scripted call.
-        domain: Its domain.
+        domain_factory: Builds the scenario's domain (a module-level function, so worker processes can call it).
         policies: Policies to compare, side by side.
         runs: Runs per policy (run r uses seed ``seed + r``).
         retention: Per-pass retention of the fault-injecting summarizer.
@@ -58,7 +67,7 @@ class SimulationPlan:
     """
 
     scenario: Scenario
-    domain: Domain
+    domain_factory: Callable[[], Domain]
     policies: Sequence[PolicyName]
     runs: int = 1
     retention: float = 0.9
@@ -75,40 +84,83 @@ class SimulationPlan:
             raise ValueError(f"--retention must lie in [0, 1], got {self.retention}")
         self.facts = tracked_facts(self.scenario)
 
-    def session(self, policy: PolicyName, run: int) -> CallSession:
+    def session(self, domain: Domain, policy: PolicyName, run: int) -> CallSession:
         """A fresh session for one run."""
         config = SessionConfig(
             policy=policy, keep=self.keep, every=self.every, retention=self.retention, seed=self.seed + run,
             reference_date=self.scenario.reference_date or dt.date.today(),
         )
         tracked = {f.key: f.forms for f in self.facts}
-        return CallSession(self.domain, config, tracked, call_id=f"{self.scenario.id}-{policy.value}-{run}")
+        return CallSession(domain, config, tracked, call_id=f"{self.scenario.id}-{policy.value}-{run}")
 
 
-async def run_plan(
+TurnHook = Callable[[PolicyName, int, CallSession, TurnRecord], None]
+
+
+async def run_once(
+    plan: SimulationPlan, domain: Domain, policy: PolicyName, run: int, on_turn: TurnHook | None = None
+) -> RunOutcome:
+    """Plays the scenario once under ``policy`` with seed ``plan.seed + run``."""
+    session = plan.session(domain, policy, run)
+
+    def turn_hook(record: TurnRecord) -> None:
+        if on_turn is not None:
+            on_turn(policy, run, session, record)
+
+    await run_text_call(session, caller_lines(plan.scenario), words_per_second=plan.words_per_second,
+                        on_turn=turn_hook)
+    return outcome_of(session, plan.facts)
+
+
+def _run_chunk(plan: SimulationPlan, policy: PolicyName, runs: list[int]) -> list[RunOutcome]:
+    """Worker-process entry: a few runs, each in a fresh pipeline."""
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+    domain = plan.domain_factory()
+
+    async def chunk() -> list[RunOutcome]:
+        return [await run_once(plan, domain, policy, run) for run in runs]
+
+    return asyncio.run(chunk())
+
+
+def run_plan(
     plan: SimulationPlan,
     *,
-    on_turn: Callable[[PolicyName, int, CallSession, TurnRecord], None] | None = None,
-    on_run: Callable[[PolicyName, int], None] | None = None,
+    jobs: int = 1,
+    on_turn: TurnHook | None = None,
+    on_runs: Callable[[PolicyName, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Runs every policy ``plan.runs`` times; returns the JSON report."""
-    lines = caller_lines(plan.scenario)
+    """Runs every policy ``plan.runs`` times; returns the JSON report.
+
+    Run 0 of each policy runs in this process (``on_turn`` sees its turns); the rest are
+    spread over ``jobs`` worker processes in small chunks.
+    """
     report: dict[str, Any] = {
         "scenario": plan.scenario.id, "retention": plan.retention, "seed": plan.seed, "runs": plan.runs,
         "keep": plan.keep, "every": plan.every, "policies": {},
     }
+    domain = plan.domain_factory()
+    outcomes: dict[PolicyName, list[RunOutcome]] = {p: [] for p in plan.policies}
     for policy in plan.policies:
-        sessions = []
-        for run in range(plan.runs):
-            session = plan.session(policy, run)
-
-            def turn_hook(record: TurnRecord, p: PolicyName = policy, r: int = run, s: CallSession = session) -> None:
-                if on_turn is not None:
-                    on_turn(p, r, s, record)
-
-            await run_text_call(session, lines, words_per_second=plan.words_per_second, on_turn=turn_hook)
-            sessions.append(session)
-            if on_run is not None:
-                on_run(policy, run)
-        report["policies"][policy.value] = policy_report(policy.value, sessions, plan.facts)
+        outcomes[policy].append(asyncio.run(run_once(plan, domain, policy, 0, on_turn)))
+        if on_runs is not None:
+            on_runs(policy, 1)
+    later = list(range(1, plan.runs))
+    rest = [(p, later[i : i + CHUNK]) for p in plan.policies for i in range(0, len(later), CHUNK)]
+    if jobs <= 1:
+        for policy, runs in rest:
+            outcomes[policy].extend(_run_chunk(plan, policy, runs))
+            if on_runs is not None:
+                on_runs(policy, len(runs))
+    elif rest:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_run_chunk, plan, policy, runs): (policy, len(runs)) for policy, runs in rest}
+            for future in as_completed(futures):
+                policy, count = futures[future]
+                outcomes[policy].extend(future.result())
+                if on_runs is not None:
+                    on_runs(policy, count)
+    for policy in plan.policies:
+        report["policies"][policy.value] = policy_report(policy.value, outcomes[policy], plan.facts)
     return report

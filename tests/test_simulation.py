@@ -1,0 +1,85 @@
+"""Scripted calls end to end through the pipeline, and the Monte Carlo check against the calculator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from voice_agent.cli import app
+from voice_agent.core.policy import ContextPolicy, rewrite_schedule
+from voice_agent.domains.billing import billing_domain
+from voice_agent.policies import PolicyName
+from voice_agent.scenarios import list_scenarios, load_scenario
+from voice_agent.simulation.runner import SimulationPlan, caller_lines, run_once, run_plan
+
+SCENARIOS = ["billing_dispute", "refund_orders", "callback_constraints"]
+
+
+def test_all_scenarios_are_present() -> None:
+    assert set(SCENARIOS) <= set(list_scenarios())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+async def test_lanes_run_performs_exactly_the_recorded_actions(name: str) -> None:
+    scenario = load_scenario(name)
+    plan = SimulationPlan(scenario, billing_domain, [PolicyName.LANES])
+    domain = billing_domain()
+    backend = domain.extra["backend"]
+    outcome = await run_once(plan, domain, PolicyName.LANES, 0)
+    assert all(outcome.present_at_need.values()) and outcome.reasks == 0
+    assert outcome.unledgered_executed == 0
+    effects = {
+        "open_dispute": len(backend.disputes), "issue_credit": len(backend.credits),
+        "schedule_callback": len(backend.callbacks),
+    }
+    for tool, count in effects.items():
+        assert count == sum(1 for a in scenario.actions if a.tool == tool), tool
+    for action in scenario.actions:
+        if action.tool == "schedule_callback":
+            assert any(c["date"] == action.args["date"] for c in backend.callbacks)
+        if action.tool == "issue_credit":
+            assert any(c["invoice_id"] == action.args["invoice_id"] for c in backend.credits)
+
+
+def test_caller_lines_map_utterances_to_turns() -> None:
+    lines = caller_lines(load_scenario("billing_dispute"))
+    assert lines[3].turn == 4 and "ACC-4729-18" in lines[3].text and lines[-1].turn == 36
+
+
+def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything() -> None:
+    scenario = load_scenario("billing_dispute")
+    runs = 600
+    rolling = run_plan(SimulationPlan(scenario, billing_domain, [PolicyName.ROLLING], runs, 0.9, seed=1), jobs=2)
+    account = next(f for f in rolling["policies"]["rolling"]["facts"] if f["key"] == "account_id")
+    predicted = 0.9 ** len(rewrite_schedule(ContextPolicy(6, 5), account["stated_turn"], account["needed_turn"]))
+    assert (account["stated_turn"], account["needed_turn"]) == (4, 31)
+    assert abs(account["present_at_need"] - predicted) <= 0.03
+    lanes = run_plan(SimulationPlan(scenario, billing_domain, [PolicyName.LANES], 20, 0.9, seed=1), jobs=2)
+    report = lanes["policies"]["lanes"]
+    assert all(f["present_at_need"] == 1.0 for f in report["facts"])
+    assert report["reasks"] == 0 and report["unledgered_executed"] == 0
+
+
+def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
+    out = str(tmp_path / "report.json")
+    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--json", out])
+    assert result.exit_code == 0, result.output
+    assert "account_id present at turn 31" in result.stdout and "T31" in result.stdout
+    report = json.loads(Path(out).read_text())
+    assert set(report["policies"]) == {"lanes", "rolling", "window"}
+    for policy in report["policies"].values():
+        assert {"runs", "facts", "reasks", "tokens_per_request", "guard_rejections"} <= set(policy)
+        assert {"key", "stated_turn", "needed_turn", "present_at_need"} <= set(policy["facts"][0])
+    assert report["policies"]["window"]["facts"][0]["present_at_need"] == 0.0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["nonexistent"], "no scenario"), (["--policy", "nope"], "--policy"), (["--runs", "0"], "--runs"),
+    (["--retention", "2"], "--retention"),
+])
+def test_simulate_bad_arguments(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["simulate", *args])
+    assert result.exit_code == 2 and message in result.stderr
