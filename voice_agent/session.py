@@ -151,6 +151,8 @@ class CallSession:
         self.policy: Policy = policy or self._default_policy()
         self.turns: list[TurnRecord] = []
         self.retrieved: list[str] = []
+        # Set by the retrieval stage at the caller's final words, before this turn's record exists.
+        self.pending_retrieval: dict[str, Any] = {}
         self._caller_messages_seen = 0
 
     def _default_policy(self) -> Policy:
@@ -174,7 +176,8 @@ class CallSession:
                            MAX_UTTERANCE_CHARS)
             text = text[:MAX_UTTERANCE_CHARS]
         turn = self.state.start_turn(text)
-        record = TurnRecord(turn=turn, caller=text, started=time.perf_counter())
+        record = TurnRecord(turn=turn, caller=text, started=time.perf_counter(), retrieval=self.pending_retrieval)
+        self.pending_retrieval = {}
         self.turns.append(record)
         record.drop = await self.policy.on_turn_start(self.state)
         return record
