@@ -11,14 +11,12 @@ from aiohttp import web
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.utils.context.llm_context_summarization import DEFAULT_SUMMARIZATION_PROMPT
 
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, json_reply, openai_settings
 from tests.fakes.toy_domain import TOY
-from tests.test_services import FakeOpenAIServer, Reply, clean_env, fake_openai, json_reply, openai_settings
 from voice_agent.core.summary import Commitment, EpisodeSummary, RejectedItem, SummaryRequest
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 from voice_agent.services.factory import make_llm
 from voice_agent.summarizers.llm import EPISODE_SUMMARY_SCHEMA, LLMSummarizer
-
-__all__ = ["clean_env", "fake_openai"]  # fixtures shared with test_services
 
 PREVIOUS = EpisodeSummary(
     established=["caller is the account holder"],

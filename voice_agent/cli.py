@@ -97,7 +97,9 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
     keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
     every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
-    llm: Annotated[str, typer.Option("--llm", help="LLM: reference (offline default).")] = "reference",
+    llm: Annotated[
+        str, typer.Option("--llm", help="reference (offline default), openai, anthropic or google (keys: settings).")
+    ] = "reference",
     pace: Annotated[float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait.")] = 0.0,
     json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
@@ -119,11 +121,12 @@ def simulate(
     unknown = [n for n in names if n not in {p.value for p in PolicyName}]
     if unknown or not names:
         fail(f"--policy takes lanes, rolling, window or all; got {policy!r}")
+    llm_factory = None
     if llm != "reference":
-        fail(f"--llm {llm!r}: simulate measures memory with the deterministic reference agent; use --llm reference")
+        llm_factory = _hosted_llm_factory(llm)
     try:
         plan = SimulationPlan(load_scenario(scenario), billing_domain, [PolicyName(n) for n in names], runs,
-                              retention, seed, keep, every, pace)
+                              retention, seed, keep, every, pace, llm_factory)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     logger.remove()
@@ -143,6 +146,42 @@ def simulate(
         with open(json_path, "w") as handle:
             json.dump(report, handle, indent=2)
         console.print(f"report written to {json_path}")
+
+
+def _hosted_llm_factory(provider: str) -> Any:
+    """A picklable factory for ``provider``'s real pipecat service, validated now (one-line errors)."""
+    import functools
+
+    from voice_agent.domains.billing import billing_domain
+    from voice_agent.services.factory import make_llm
+    from voice_agent.settings import SettingsError, load_settings, with_provider
+
+    try:
+        settings = with_provider(load_settings(), provider)
+        make_llm(settings, billing_domain())  # fail now, in one line, not inside a worker process
+    except SettingsError as exc:
+        fail(str(exc))
+    return functools.partial(_make_llm_for, settings)
+
+
+def _make_llm_for(settings: Any, domain: Any) -> Any:
+    from voice_agent.services.factory import make_llm
+
+    return make_llm(settings, domain)
+
+
+@app.command("config")
+def show_config(
+    path: Annotated[str | None, typer.Option("--file", help="Settings file (default: config/settings.toml).")] = None,
+) -> None:
+    """Validates the settings file and environment, and prints the result (secrets hidden)."""
+    from voice_agent.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(path)
+    except SettingsError as exc:
+        fail(str(exc))
+    print(json.dumps(settings.model_dump(mode="json"), indent=2, default=str))
 
 
 def main() -> None:

@@ -260,6 +260,25 @@ def _with_api_key(settings: Settings) -> Settings:
     return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
 
 
+def with_provider(settings: Settings, provider: str) -> Settings:
+    """``settings`` with the conversation LLM switched to ``provider`` (its key read as at start-up).
+
+    Keeps model, base URL and key when ``provider`` is already the configured one.
+
+    Raises:
+        SettingsError: The provider is unknown or its key is missing (one line, naming what to set).
+    """
+    if provider == settings.llm.provider:
+        return settings
+    try:
+        llm = LLMConfig.model_validate({"provider": provider})
+    except ValidationError:
+        raise SettingsError(
+            f"settings: unknown llm provider {provider!r} (use reference, openai, anthropic or google)"
+        ) from None
+    return _with_api_key(settings.model_copy(update={"llm": llm}))
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Loads and validates the settings.
 

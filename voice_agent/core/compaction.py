@@ -45,6 +45,7 @@ class Compactor:
             ledger_roles=[e.role for e in state.ledger.entries],
             slot_names=state.slots.fields,
             regeneration_turn=regeneration.turn,
+            identifiers={e.value: e.role for e in state.ledger.entries},
         )
         tracked = {**tracked_facts(state), **self.extra_facts}
         text_in = state.summary.render() + "\n" + "\n".join(e.render() for e in leaving)

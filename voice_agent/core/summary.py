@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -82,6 +82,8 @@ class SummaryRequest:
         ledger_roles: Roles the summary may refer to.
         slot_names: Slot facts the summarizer does not own.
         regeneration_turn: The turn at whose start this pass runs.
+        identifiers: Ledger value -> role, so a summarizer can write the role where the turns
+            say the value (the summary must never carry identifier values).
     """
 
     previous: EpisodeSummary
@@ -89,6 +91,7 @@ class SummaryRequest:
     ledger_roles: Sequence[str]
     slot_names: Sequence[str]
     regeneration_turn: int
+    identifiers: Mapping[str, str] = field(default_factory=dict)
 
     def instructions(self) -> str:
         """The summarizer's instructions, naming the roles and slots it does not own."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loguru import logger
+from pipecat.services.llm_service import LLMService
 
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
@@ -64,6 +65,7 @@ class SimulationPlan:
         keep: K.
         every: S.
         words_per_second: Pace of interim transcripts (0: as fast as possible).
+        llm_factory: Builds the LLM service for a run (picklable); None uses the reference agent.
     """
 
     scenario: Scenario
@@ -75,6 +77,7 @@ class SimulationPlan:
     keep: int = 6
     every: int = 5
     words_per_second: float = 0.0
+    llm_factory: Callable[[Domain], LLMService[Any]] | None = None
     facts: list[TrackedFact] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,8 +110,9 @@ async def run_once(
         if on_turn is not None:
             on_turn(policy, run, session, record)
 
+    llm = plan.llm_factory(domain) if plan.llm_factory is not None else None
     await run_text_call(session, caller_lines(plan.scenario), words_per_second=plan.words_per_second,
-                        on_turn=turn_hook)
+                        on_turn=turn_hook, llm=llm)
     return outcome_of(session, plan.facts)
 
 

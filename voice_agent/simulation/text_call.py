@@ -10,6 +10,7 @@ from typing import Any
 from pipecat.frames.frames import EndFrame, InterimTranscriptionFrame, InterruptionWorkerFrame, LLMMessagesAppendFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import LLMService
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
@@ -49,21 +50,34 @@ async def run_text_call(
     before_user: Sequence[FrameProcessor] = (),
     on_turn: Callable[[TurnRecord], Awaitable[None] | None] | None = None,
     stream_delay: float = 0.0,
+    llm: LLMService[Any] | None = None,
 ) -> CallPipeline:
     """Plays ``lines`` into a fresh pipeline built around ``session`` with the domain's reference brain.
 
     Each line arrives as interim transcripts, word by word (paced at ``words_per_second``
     when it is above 0), then as the final text, as the eval harness's text modality sends it.
 
+    Args:
+        session: The call.
+        lines: The caller's script.
+        words_per_second: Pace of interim transcripts; 0 sends them without waiting.
+        turn_timeout: Longest wait for the agent to finish a turn.
+        before_user: Extra processors before the user aggregator (e.g. retrieval).
+        on_turn: Called with each completed turn.
+        stream_delay: For the reference agent: seconds between streamed words.
+        llm: The LLM service; None uses the domain's deterministic reference agent.
+
     Raises:
         TurnTimeout: a turn did not complete within ``turn_timeout`` seconds.
     """
-    llm = ReferenceLLMService(session.domain.make_brain(), stream_delay=stream_delay)
+    if llm is None:
+        llm = ReferenceLLMService(session.domain.make_brain(), stream_delay=stream_delay)
 
     async def _reask(_: Any, argument: str) -> None:
         session.note_reask(argument)
 
-    llm.add_event_handler("on_reask", _reask)
+    if isinstance(llm, ReferenceLLMService):
+        llm.add_event_handler("on_reask", _reask)
 
     call = build_call_pipeline(session, llm, before_user=before_user)
     completed = asyncio.Event()

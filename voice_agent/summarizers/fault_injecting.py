@@ -19,9 +19,15 @@ NARRATIVE_WORDS = 10
 MAX_NARRATIVE_LINES = 24
 
 
-def _gist(entry: TranscriptEntry, tracked: Mapping[str, str]) -> str:
-    """A short narrative line; tracked values become their key, so only the fact lines carry them."""
+def _gist(entry: TranscriptEntry, tracked: Mapping[str, str], identifiers: Mapping[str, str] | None = None) -> str:
+    """A short narrative line; tracked values become their key, so only the fact lines carry them.
+
+    With ``identifiers`` (value -> ledger role) the line names the role instead of the value,
+    as the summarizer instructions require.
+    """
     text = entry.text
+    for value, role in (identifiers or {}).items():
+        text = text.replace(value, f"the {role}")
     for key, value in tracked.items():
         if value:
             text = text.replace(value, f"[{key}]")
@@ -66,7 +72,7 @@ class FaultInjectingSummarizer:
         text_in = previous.render() + "\n" + "\n".join(e.render() for e in request.turns)
         fact_lines = self._fact_lines(text_in)
         carried = [line for line in previous.established if line.startswith("turn ")]
-        new = [_gist(e, self.tracked) for e in request.turns if e.kind is EntryKind.CALLER]
+        new = [_gist(e, self.tracked, request.identifiers) for e in request.turns if e.kind is EntryKind.CALLER]
         return EpisodeSummary(
             established=fact_lines + (carried + new)[-MAX_NARRATIVE_LINES:],
             rejected=previous.rejected,

@@ -1,0 +1,3 @@
+"""Shared fixtures: the fake OpenAI-compatible server and a clean environment for every test."""
+
+pytest_plugins = ["tests.fakes.openai_server"]
