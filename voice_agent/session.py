@@ -24,7 +24,7 @@ from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
-from voice_agent.policies.base import Policy
+from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
@@ -115,7 +115,10 @@ class CallSession:
         tracked_facts: Fact key -> the exact forms whose presence is measured (a scenario's facts: the
             caller's wording and the canonical form an action uses); any form present counts.
         call_id: Names the call in logs and spans.
-        policy: A ready policy, instead of the fault-injecting default built from ``config``.
+        policy: A ready policy, instead of one built from ``config``.
+        summarizer: The summarizer for the policy built from ``config`` (for example an
+            :class:`~voice_agent.summarizers.llm.LLMSummarizer`); default: the seeded
+            fault-injecting one at ``config.retention``.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class CallSession:
         tracked_facts: Mapping[str, Sequence[str]] | None = None,
         call_id: str = "call",
         policy: Policy | None = None,
+        summarizer: PolicySummarizer | None = None,
     ) -> None:
         self.domain = domain
         self.config = config
@@ -148,15 +152,16 @@ class CallSession:
         today = config.reference_date.isoformat()
         prompt = domain.system_prompt.format(today=today, reference_date=today)
         self.assembler_config = AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints)
-        self.policy: Policy = policy or self._default_policy()
+        self.policy: Policy = policy or self._build_policy(summarizer)
         self.turns: list[TurnRecord] = []
         self.retrieved: list[str] = []
         # Set by the retrieval stage at the caller's final words, before this turn's record exists.
         self.pending_retrieval: dict[str, Any] = {}
         self._caller_messages_seen = 0
 
-    def _default_policy(self) -> Policy:
-        summarizer = FaultInjectingSummarizer(self.config.retention, self.tracked_facts, self.config.seed)
+    def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
+        if summarizer is None:
+            summarizer = FaultInjectingSummarizer(self.config.retention, self.tracked_facts, self.config.seed)
         if self.config.policy is PolicyName.ROLLING:
             return RollingPolicy(self.assembler_config, summarizer, self.tracked_facts)
         if self.config.policy is PolicyName.WINDOW:

@@ -8,6 +8,8 @@ from typing import Protocol
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.summary import Summarizer
+from voice_agent.policies.rolling import TextSummarizer
 
 
 class Policy(Protocol):
@@ -25,3 +27,7 @@ class Policy(Protocol):
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """The context for the current inference."""
         ...
+
+
+class PolicySummarizer(Summarizer, TextSummarizer, Protocol):
+    """A summarizer that serves both ``lanes`` (structured) and ``rolling`` (free text)."""
