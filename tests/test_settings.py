@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = REPO_ROOT / "config" / "settings.toml"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see only the variables they set, never the developer's shell, and the repo's config/."""
-    monkeypatch.chdir(REPO_ROOT)
-    for name in list(os.environ):
-        if name.upper().startswith("VOICE_AGENT_") or name in API_KEY_ENV.values():
-            monkeypatch.delenv(name)
+# The autouse clean_env fixture (tests/fakes/openai_server.py, via conftest) isolates the environment.
 
 
 def write(tmp_path: Path, text: str) -> Path:
