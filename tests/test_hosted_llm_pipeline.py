@@ -52,7 +52,7 @@ async def test_openai_service_sees_the_assembled_lanes(fake_openai: FakeOpenAISe
     last = fake_openai.requests[-1]["messages"]
     texts = [str(m.get("content") or "") for m in last]
     facts = next(t for t in texts if t.startswith("KNOWN FACTS"))
-    assert "account: ACC-4729-18 (verified" in facts
+    assert "- account: ACC-4729-18\n" in facts + "\n"
     assert texts[-1].startswith("HARD CONSTRAINTS")
     # The raw turn that stated the number has left the window; the summary names the role:
     # only the ledger still holds the value.

@@ -127,7 +127,8 @@ def test_list_slots_accumulate_and_type_errors_are_reported() -> None:
         slots.apply_harvest("credit_amount", "a lot", 5, "issue_credit.amount")
     with pytest.raises(SlotError, match="no slot"):
         slots.apply_harvest("nope", 1, 5, "x.y")
-    assert slots.render_lines()[0].startswith("disputed_items: INV-1, INV-2 (turn 4")
+    assert slots.render_lines() == ["disputed_items: INV-1, INV-2"]
+    assert slots.render_lines(provenance=True)[0].startswith("disputed_items: INV-1, INV-2 (turn 4")
 
 
 def test_bad_harvest_values_do_not_raise() -> None:

@@ -80,7 +80,7 @@ class AssembledContext:
 
 def known_facts_block(state: CallState, extra_facts: Sequence[str] = ()) -> str | None:
     """Slots, ledger and any extra verbatim lines, or None when all are empty."""
-    lines = [f"- {line}" for line in state.slots.render_lines()]
+    lines = [f"- {line}" for line in state.slots.render_lines(skip_values=frozenset(state.ledger.values()))]
     lines += [f"- {entry.render()}" for entry in state.ledger.entries]
     lines += [f"- {line}" for line in extra_facts]
     if not lines:

@@ -30,9 +30,11 @@ class LedgerEntry:
     source: str
 
     def render(self) -> str:
-        """One line for the KNOWN FACTS block: role, verbatim value, provenance."""
-        status = "verified" if self.verified else "UNVERIFIED, caller-stated"
-        return f"{self.role}: {self.value} ({status}; since turn {self.first_seen})"
+        """One line for the KNOWN FACTS block: role and verbatim value, flagged when only caller-stated.
+
+        Kept short on purpose: the block is sent on every request.
+        """
+        return f"{self.role}: {self.value}" + ("" if self.verified else " (UNVERIFIED, caller-stated)")
 
 
 @dataclass

@@ -88,12 +88,20 @@ class SlotLane(Generic[SlotModelT]):
         self._provenance[name] = slot
         return slot
 
-    def render_lines(self) -> list[str]:
-        """One line per filled slot, values verbatim, for the KNOWN FACTS block."""
+    def render_lines(self, *, provenance: bool = False, skip_values: frozenset[str] = frozenset()) -> list[str]:
+        """One line per filled slot, values verbatim.
+
+        Args:
+            provenance: Add the turn and source (for handoff cards; the KNOWN FACTS block,
+                sent on every request, leaves it out).
+            skip_values: Scalar values already shown elsewhere (the ledger), left out here.
+        """
         lines = []
         for name, slot in self._provenance.items():
+            if not isinstance(slot.value, list) and str(slot.value) in skip_values:
+                continue
             value = ", ".join(map(str, slot.value)) if isinstance(slot.value, list) else str(slot.value)
-            lines.append(f"{name}: {value} (turn {slot.turn}, from {slot.source})")
+            lines.append(f"{name}: {value}" + (f" (turn {slot.turn}, from {slot.source})" if provenance else ""))
         return lines
 
     def values(self) -> list[str]:

@@ -38,12 +38,22 @@ class LanesPolicy:
         return await self.compactor.on_turn_start(state)
 
     def caller_constraint_lines(self, state: CallState) -> list[str]:
-        """The caller's utterances that state date constraints, verbatim, with their turns."""
-        turns = {turn for turn, _ in self.date_guard.constraints(state.transcript)}
+        """The caller's utterances that limit when things can happen, verbatim, with their turns.
+
+        Only limits and exclusions that still lie ahead count ("travelling until the 14th",
+        "not Tuesday"); a date merely mentioned ("the October invoice") does not. Words a
+        slot already holds verbatim are not repeated.
+        """
+        today = state.reference_date
+        turns = {
+            turn for turn, c in self.date_guard.constraints(state.transcript)
+            if not c.is_positive and (c.end is None or c.end >= today)
+        }
+        held = " ".join(state.slots.values())
         return [
-            f'caller date constraint (turn {e.turn}, caller\'s words): "{e.text}"'
+            f'caller said (turn {e.turn}): "{e.text}"'
             for e in state.transcript.caller_utterances()
-            if e.turn in turns
+            if e.turn in turns and e.text.rstrip(".") not in held
         ]
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:

@@ -16,7 +16,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry
 from voice_agent.summarizers.faults import FaultShape, carry
 
 NARRATIVE_WORDS = 10
-MAX_NARRATIVE_LINES = 24
+MAX_NARRATIVE_LINES = 12
 
 
 def _gist(entry: TranscriptEntry, tracked: Mapping[str, str], identifiers: Mapping[str, str] | None = None) -> str:
