@@ -25,10 +25,10 @@ def test_all_scenarios_are_present() -> None:
 @pytest.mark.parametrize("name", SCENARIOS)
 async def test_lanes_run_performs_exactly_the_recorded_actions(name: str) -> None:
     scenario = load_scenario(name)
-    plan = SimulationPlan(scenario, billing_domain, [PolicyName.LANES])
     domain = billing_domain()
+    plan = SimulationPlan(scenario, lambda: domain, [PolicyName.LANES])
     backend = domain.extra["backend"]
-    outcome = await run_once(plan, domain, PolicyName.LANES, 0)
+    outcome = await run_once(plan, PolicyName.LANES, 0)
     assert all(outcome.present_at_need.values()) and outcome.reasks == 0
     assert outcome.unledgered_executed == 0
     effects = {

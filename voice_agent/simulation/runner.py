@@ -101,9 +101,14 @@ TurnHook = Callable[[PolicyName, int, CallSession, TurnRecord], None]
 
 
 async def run_once(
-    plan: SimulationPlan, domain: Domain, policy: PolicyName, run: int, on_turn: TurnHook | None = None
+    plan: SimulationPlan, policy: PolicyName, run: int, on_turn: TurnHook | None = None
 ) -> RunOutcome:
-    """Plays the scenario once under ``policy`` with seed ``plan.seed + run``."""
+    """Plays the scenario once under ``policy`` with seed ``plan.seed + run``.
+
+    Every run gets a fresh domain: its backend records credits and disputes, and one run's
+    effects must not leak into the next.
+    """
+    domain = plan.domain_factory()
     session = plan.session(domain, policy, run)
 
     def turn_hook(record: TurnRecord) -> None:
@@ -120,10 +125,9 @@ def _run_chunk(plan: SimulationPlan, policy: PolicyName, runs: list[int]) -> lis
     """Worker-process entry: a few runs, each in a fresh pipeline."""
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
-    domain = plan.domain_factory()
 
     async def chunk() -> list[RunOutcome]:
-        return [await run_once(plan, domain, policy, run) for run in runs]
+        return [await run_once(plan, policy, run) for run in runs]
 
     return asyncio.run(chunk())
 
@@ -144,10 +148,9 @@ def run_plan(
         "scenario": plan.scenario.id, "retention": plan.retention, "seed": plan.seed, "runs": plan.runs,
         "keep": plan.keep, "every": plan.every, "policies": {},
     }
-    domain = plan.domain_factory()
     outcomes: dict[PolicyName, list[RunOutcome]] = {p: [] for p in plan.policies}
     for policy in plan.policies:
-        outcomes[policy].append(asyncio.run(run_once(plan, domain, policy, 0, on_turn)))
+        outcomes[policy].append(asyncio.run(run_once(plan, policy, 0, on_turn)))
         if on_runs is not None:
             on_runs(policy, 1)
     later = list(range(1, plan.runs))

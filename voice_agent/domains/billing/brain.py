@@ -631,10 +631,14 @@ class BillingReferenceBrain:
         reference = ctx.reference_date
         if reference is None:
             return self._ask("date")
-        context_texts = [v for _, v in ctx.facts if not _EXTRACTORS["account_id"](v)]
-        context_texts += [line for line in ctx.summary.splitlines() if line.strip()]
-        context_texts += ctx.user_texts[:-1]
-        day = choose_callback_date(ctx.latest_user, context_texts, reference)
+        known = [v for _, v in ctx.facts if not _EXTRACTORS["account_id"](v)]
+        verbatim = [*known, *ctx.user_texts[:-1]]
+        summary = [line for line in ctx.summary.splitlines() if line.strip()]
+        day = choose_callback_date(ctx.latest_user, [*known, *summary, *ctx.user_texts[:-1]], reference)
+        if day is None and summary:
+            # The summary may carry a garbled copy of a limit that contradicts the verbatim one:
+            # KNOWN FACTS and the caller's own recent words win.
+            day = choose_callback_date(ctx.latest_user, verbatim, reference)
         if day is None:
             return self._ask("date")
         if not any(c.kind is ConstraintKind.ON for c in extract_constraints(ctx.latest_user, reference)):
