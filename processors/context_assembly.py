@@ -50,5 +50,9 @@ class ContextAssembly(FrameProcessor):
         await self._session.sync_caller_messages(users)
         assembled = self._session.assemble()
         messages = cast(list[Any], assembled.messages)  # plain OpenAI-format dicts
+        if messages and messages[0] == {"role": "system", "content": self._session.system_prompt}:
+            # pipecat 1.9+ takes the prompt as the service's system instruction (set once per call
+            # by build_call_pipeline); a leading system message in the context is deprecated.
+            messages = messages[1:]
         context = LLMContext(messages=messages, tools=canonical.tools, tool_choice=canonical.tool_choice)
         return LLMContextFrame(context=context, speculation=frame.speculation)

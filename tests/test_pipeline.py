@@ -38,8 +38,8 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
     down, _ = await run_test(ContextAssembly(s), frames_to_send=[LLMContextFrame(canonical)],
                              expected_down_frames=[LLMContextFrame])
     messages = down[0].context.get_messages()
-    assert messages[0]["content"].startswith("You are a toy agent. Today is 2026-11-30.")
-    assert "KNOWN FACTS" in messages[1]["content"] and "ACC-1000-01" in messages[1]["content"]
+    # The prompt travels as the LLM's system instruction; the context starts with the lanes.
+    assert "KNOWN FACTS" in messages[0]["content"] and "ACC-1000-01" in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "hi, credit my account"}
     assert canonical.get_messages() == [{"role": "user", "content": "hi, credit my account"}]
     assert s.state.turn == 1 and s.turns[0].requests == 1

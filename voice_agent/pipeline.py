@@ -56,6 +56,7 @@ def build_call_pipeline(
         user_turn_strategies: How user turns start and stop; text mode drives turns externally.
     """
     register_guarded_tools(llm, session)
+    llm.append_system_instruction(session.system_prompt)
     context = LLMContext(tools=tools_schema(session))
     strategies = user_turn_strategies or ExternalUserTurnStrategies()
     user_agg, assistant_agg = LLMContextAggregatorPair(

@@ -152,6 +152,7 @@ class CallSession:
         today = config.reference_date.isoformat()
         prompt = domain.system_prompt.format(today=today, reference_date=today)
         self.assembler_config = AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints)
+        self.system_prompt = prompt
         self.policy: Policy = policy or self._build_policy(summarizer)
         self.turns: list[TurnRecord] = []
         self.retrieved: list[str] = []

@@ -15,6 +15,9 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry
 Message = dict[str, Any]
 
 KNOWN_FACTS_HEADER = "KNOWN FACTS (verbatim from tools and the caller; do not paraphrase, copy values exactly):"
+LANE_ROLE = "developer"
+"""Role of the lane messages after the system prompt. Providers without a developer role get
+them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
 LANE_ORDER = ("system", "known_facts", "summary", "retrieved", "recent", "constraints")
 
 
@@ -170,11 +173,11 @@ class ContextAssembler:
         lanes["system"].append({"role": "system", "content": self.config.system_prompt})
         facts = known_facts_block(state, extra_facts)
         if facts:
-            lanes["known_facts"].append({"role": "system", "content": facts})
+            lanes["known_facts"].append({"role": LANE_ROLE, "content": facts})
         dropped = 0
         if not state.summary.is_empty():
             text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
-            lanes["summary"].append({"role": "system", "content": "SUMMARY of earlier turns:\n" + text})
+            lanes["summary"].append({"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text})
         lanes["retrieved"] = lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved]))
         lanes["recent"] = entries_to_messages(state.raw_entries())
         lanes["constraints"] = lane_of(constraints_message(self.config.hard_constraints))
@@ -193,14 +196,15 @@ def retrieved_message(chunks: Sequence[str]) -> Message | None:
     if not chunks:
         return None
     body = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(chunks))
-    return {"role": "system", "content": "KNOWLEDGE (may help with this question):\n" + body}
+    return {"role": LANE_ROLE, "content": "KNOWLEDGE (may help with this question):\n" + body}
 
 
 def constraints_message(rules: Sequence[str]) -> Message | None:
     """The hard constraints, restated near the end of the context, or None without rules."""
     if not rules:
         return None
-    return {"role": "system", "content": "HARD CONSTRAINTS (never break these):\n" + "\n".join(f"- {r}" for r in rules)}
+    body = "\n".join(f"- {r}" for r in rules)
+    return {"role": LANE_ROLE, "content": "HARD CONSTRAINTS (never break these):\n" + body}
 
 
 def _message_tokens(message: Message) -> int:

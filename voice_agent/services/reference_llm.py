@@ -76,6 +76,10 @@ class ReferenceLLMService(LLMService):
         await self.push_frame(LLMFullResponseStartFrame())
         await self.start_ttfb_metrics()
         messages = cast(Sequence[Mapping[str, Any]], context.get_messages())
+        instruction = self._settings.system_instruction
+        if isinstance(instruction, str) and instruction:
+            # Like the hosted adapters: the system instruction goes first, then the context.
+            messages = [{"role": "system", "content": instruction}, *messages]
         reply = self._brain.respond(messages, tool_names(context))
         await self.stop_ttfb_metrics()
         if reply.asks_for:

@@ -200,7 +200,7 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
         role = message.get("role")
         content = message.get("content")
         text = content if isinstance(content, str) else ""
-        if role == "system":
+        if role in ("system", "developer"):
             if text.startswith(_FACTS_PREFIX):
                 for line in text.splitlines()[1:]:
                     m = _FACT_LINE.match(line.strip())
@@ -241,7 +241,7 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
             ctx.results.append(result)
             if index > last_user:
                 ctx.turn_results.append(result)
-    for message in reversed([m for m in messages if m.get("role") != "system"]):
+    for message in reversed([m for m in messages if m.get("role") not in ("system", "developer")]):
         if message.get("role") != "tool":
             break
         found = next((r for r in reversed(ctx.results) if r.call_id == str(message.get("tool_call_id"))), None)
