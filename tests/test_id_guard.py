@@ -86,3 +86,12 @@ def test_near_miss_is_one_or_two_substitutions(value: str, data: st.DataObject) 
     mutated = value[:i] + replacement + value[i + 1 :]
     assert near_miss(mutated, value)
     assert not near_miss(value, value)
+
+
+def test_tool_calls_and_agent_words_are_not_provenance() -> None:
+    lane = TranscriptLane()
+    lane.append_caller(3, "can you check my invoice")
+    lane.append_agent(3, "Is it INV-4242-42?")
+    lane.append_tool_call(3, "get_invoice", "c1", {"invoice_id": "INV-4242-42"})
+    (check,) = guard.check(GET, {"invoice_id": "INV-4242-42"}, Ledger(), lane.entries)
+    assert check.verdict is IdVerdict.UNKNOWN

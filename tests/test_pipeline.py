@@ -104,3 +104,11 @@ async def test_scripted_barge_in_cuts_the_agent_and_keeps_order() -> None:
     assert len(agent[0].text.split()) < len(full.split(" "))
     turns = [e.turn for e in s.state.transcript]
     assert turns == sorted(turns) and s.state.transcript.pending_tool_calls() == []
+
+
+async def test_an_identifier_from_nowhere_is_rejected_live() -> None:
+    s = session()
+    await s.begin_turn("please credit me")
+    result = await s.execute_tool("issue_credit", "c1", {"account_id": "ACC-9999-99"})
+    assert result["status"] == "rejected" and result["verdict"] == "unknown"
+    assert [e.kind for e in s.state.transcript][-2:] == [EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT]

@@ -104,6 +104,9 @@ def simulate(
     json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", help="Worker processes for multi-run (default: CPU count).")] = 0,
+    trace_path: Annotated[
+        str | None, typer.Option("--trace", help="Also record one call of the first policy as a trace (JSON).")
+    ] = None,
 ) -> None:
     """Runs a scripted call through the real pipeline and compares memory policies side by side."""
     import os
@@ -142,6 +145,14 @@ def simulate(
         report = run_plan(plan, jobs=jobs or os.cpu_count() or 1, on_turn=on_turn,
                           on_runs=lambda p, n: progress.advance(bars[p], n))
     print_comparison(report)
+    if trace_path:
+        from voice_agent.evaluation.compaction_safety import record_trace
+
+        trace = record_trace(plan.scenario, policy=plan.policies[0], retention=retention, seed=seed, keep=keep,
+                             every=every)
+        with open(trace_path, "w") as handle:
+            json.dump(trace, handle, indent=2)
+        console.print(f"trace written to {trace_path}")
     if json_path:
         with open(json_path, "w") as handle:
             json.dump(report, handle, indent=2)
@@ -184,8 +195,22 @@ def show_config(
     print(json.dumps(settings.model_dump(mode="json"), indent=2, default=str))
 
 
+def _mount_eval() -> None:
+    # Heavy imports happen inside the eval commands, so mounting costs nothing at start-up.
+    from voice_agent.evaluation.cli import eval_app
+
+    app.add_typer(eval_app, name="eval")
+
+
+_mount_eval()
+
+
 def main() -> None:
     """Console-script entry point."""
+    import os
+
+    # Worker processes import pipecat before configuring logging; loguru reads this at import.
+    os.environ.setdefault("LOGURU_LEVEL", "WARNING")
     from loguru import logger
 
     # pipecat logs at INFO on import; a CLI user wants warnings and errors only.

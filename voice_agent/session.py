@@ -214,8 +214,9 @@ class CallSession:
     def review_tool_call(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> GateDecision:
         """Records the call in the transcript, then runs the guards on it."""
         turn = max(self.state.turn, 1)
-        self.state.transcript.append_tool_call(turn, name, call_id, arguments)
+        # Review first: the call's own entry must not count as a source for its arguments.
         decision = self.gate.review(self.state, name, arguments)
+        self.state.transcript.append_tool_call(turn, name, call_id, arguments)
         if self.current is not None:
             self.current.guard_verdicts.extend(decision.verdicts())
             if decision.rejection is not None:

@@ -48,6 +48,7 @@ class RunOutcome:
         output_blocks: Utterances the output guard replaced.
         facts_offered: Tracked facts that reached a summary pass, summed over passes.
         facts_kept: Of those, the ones that came out verbatim.
+        drop_log: Every summary pass: its turn and the fact keys in and out (names, never values).
     """
 
     present_at_need: dict[str, bool] = field(default_factory=dict)
@@ -60,6 +61,7 @@ class RunOutcome:
     output_blocks: int = 0
     facts_offered: int = 0
     facts_kept: int = 0
+    drop_log: list[dict[str, Any]] = field(default_factory=list)
 
 
 def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome:
@@ -86,6 +88,7 @@ def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome
         output_blocks=sum(len(r.output_blocks) for r in session.turns),
         facts_offered=sum(len(e.keys_in) for e in drops),
         facts_kept=sum(len(e.keys_in & e.keys_out) for e in drops),
+        drop_log=[{"turn": e.turn, "facts_in": sorted(e.keys_in), "facts_out": sorted(e.keys_out)} for e in drops],
     )
 
 
@@ -127,4 +130,5 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
         "output_blocks": sum(o.output_blocks for o in outcomes),
         "latency_ms": {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)},
         "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
+        "drop_log": [{"run": run, **event} for run, o in enumerate(outcomes) for event in o.drop_log],
     }

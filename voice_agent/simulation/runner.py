@@ -146,7 +146,7 @@ def run_plan(
     """
     report: dict[str, Any] = {
         "scenario": plan.scenario.id, "retention": plan.retention, "seed": plan.seed, "runs": plan.runs,
-        "keep": plan.keep, "every": plan.every, "policies": {},
+        "keep": plan.keep, "every": plan.every, "fact_kinds": {f.key: f.kind for f in plan.facts}, "policies": {},
     }
     outcomes: dict[PolicyName, list[RunOutcome]] = {p: [] for p in plan.policies}
     for policy in plan.policies:

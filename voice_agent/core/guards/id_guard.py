@@ -69,12 +69,19 @@ def near_miss(value: str, known: str) -> bool:
 
 
 def _recent_texts(recent: Iterable[TranscriptEntry]) -> tuple[str, str]:
-    """(caller text, everything else) in the raw recent turns."""
+    """(caller words, tool results) in the raw recent turns.
+
+    Tool-call arguments and the agent's own words are left out on purpose: both come from
+    the model, so an identifier found only there has no provenance.
+    """
     caller: list[str] = []
-    other: list[str] = []
+    results: list[str] = []
     for entry in recent:
-        (caller if entry.kind is EntryKind.CALLER else other).append(entry.render())
-    return "\n".join(caller), "\n".join(other)
+        if entry.kind is EntryKind.CALLER:
+            caller.append(entry.text)
+        elif entry.kind is EntryKind.TOOL_RESULT:
+            results.append(entry.render())
+    return "\n".join(caller), "\n".join(results)
 
 
 class IdGuard:
@@ -116,7 +123,7 @@ class IdGuard:
                 return IdCheck(name, value, IdVerdict.UNVERIFIED, _unverified_reason(tool, name), from_caller=True)
             return IdCheck(name, value, IdVerdict.OK, "stated by the caller in the recent turns", from_caller=True)
         if value in other_text:
-            return IdCheck(name, value, IdVerdict.OK, "in the recent turns")
+            return IdCheck(name, value, IdVerdict.OK, "returned by a tool in the recent turns")
         for entry in sorted(ledger.entries, key=lambda e: e.last_used, reverse=True):
             if near_miss(value, entry.value):
                 reason = (

@@ -1,0 +1,11 @@
+"""Evaluation: replaying call records through the context core, guard accuracy, compaction safety, retention.
+
+``voice-agent eval FILE.jsonl`` replays recorded calls (:mod:`.replay`) and perturbs their
+date arguments (:mod:`.perturb`); ``voice-agent eval compaction-safety TRACE`` forces a
+summary pass at every turn of a simulated call (:mod:`.compaction_safety`);
+``voice-agent eval retention REPORT...`` measures per-pass retention from drop logs
+(:mod:`.retention`); ``--html DIR`` renders the plots (:mod:`.html_report`).
+
+The replay, perturbation and retention code imports nothing from pipecat; only
+:func:`voice_agent.evaluation.compaction_safety.record_trace` runs the pipeline.
+"""

@@ -1,0 +1,286 @@
+"""``voice-agent eval``: replay call records, compaction safety, retention.
+
+Mount it on the main app with ``app.add_typer(eval_app, name="eval")``. Then:
+
+* ``voice-agent eval FILE.jsonl [options]`` (the ``replay`` command is the default);
+* ``voice-agent eval compaction-safety TRACE [options]``;
+* ``voice-agent eval retention REPORT... [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from voice_agent.policies import PolicyName
+
+console = Console(highlight=False)
+
+
+class DefaultToReplay(TyperGroup):
+    """A command group whose first argument, when it names no subcommand, goes to ``replay``."""
+
+    default_command = "replay"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Prepends ``replay`` unless the first argument is a subcommand or a help flag.
+
+        Args:
+            ctx: The click context (typer vendors click, so it is left untyped here).
+            args: The command line after ``eval``.
+        """
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    cls=DefaultToReplay,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Replay call records through the context core and measure what each memory policy keeps.",
+)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    print(f"voice-agent: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def parse_policies(value: str) -> tuple[PolicyName, ...]:
+    """``lanes``, ``rolling``, ``window``, ``all`` or a comma list, as policy names.
+
+    Raises:
+        ValueError: An unknown name.
+    """
+    names = [p.value for p in PolicyName] if value == "all" else [p.strip() for p in value.split(",") if p.strip()]
+    known = {p.value for p in PolicyName}
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"--policy takes lanes, rolling, window, all or a comma list; got {value!r}")
+    return tuple(PolicyName(n) for n in dict.fromkeys(names))
+
+
+def _pct(rate: Any) -> str:
+    return "-" if rate is None else f"{float(rate) * 100:5.1f}%"
+
+
+def print_replay_summary(report: dict[str, Any], *, show_failures: int = 10, out: Console = console) -> None:
+    """The terminal summary of ``voice-agent eval FILE``: presence by kind and distance, guards, date-guard audit."""
+    from voice_agent.evaluation.replay import KIND_ORDER, bucket_labels
+
+    policies: dict[str, Any] = report["policies"]
+    cfg = report["config"]
+    out.print(f"[bold]{report.get('file', '')}[/]: {report['records']} calls, K={cfg['keep']} S={cfg['every']} "
+              f"R={cfg['retention']} replay={cfg['replay']} harvest={cfg['harvest']} seed={cfg['seed']}")
+    for error in report.get("errors", []):
+        out.print(f"[yellow]line {error['line']} skipped:[/] {error['message']}")
+    table = Table(title="Argument value in the assembled context at the action (verbatim)")
+    table.add_column("fact kind")
+    table.add_column("distance")
+    for name in policies:
+        table.add_column(name, justify="right")
+    table.add_column("n", justify="right")
+    for kind in KIND_ORDER:
+        if not any(kind in body["by_kind"] for body in policies.values()):
+            continue
+        first = next(iter(policies.values()))
+        table.add_row(f"[bold]{kind}[/]", "all", *[_pct(b["by_kind"][kind]["rate"]) for b in policies.values()],
+                      str(first["by_kind"][kind]["n"]))
+        for label in [*bucket_labels(), "n/a"]:
+            cells = [b["by_kind_bucket"].get(kind, {}).get(label) for b in policies.values()]
+            if cells[0] is None:
+                continue
+            table.add_row("", label, *[_pct(c["rate"]) if c else "-" for c in cells], str(cells[0]["n"]))
+    table.add_section()
+    table.add_row("[bold]linked args[/]", "all", *[_pct(b["linked_arguments"]["rate"]) for b in policies.values()],
+                  str(next(iter(policies.values()))["linked_arguments"]["n"]))
+    table.add_row("tokens/request", "", *[f"{b['tokens_per_request']:.0f}" for b in policies.values()], "")
+    table.add_row("measured R", "", *[_pct(b["measured_retention"]) for b in policies.values()], "")
+    out.print(table)
+    guards = report["guards"]
+    out.print(f"ID guard verdicts: {guards['id'] or '(no identifier arguments)'}; "
+              f"date guard verdicts: {guards['date'] or '(no date arguments)'}")
+    expect = report["expect"]
+    if expect["records"]:
+        out.print(f"expect: {expect['met']}/{expect['records']} records met their expected verdicts")
+        for unmet in expect["unmet"]:
+            out.print(f"  [red]unmet[/] {unmet['call']}: {unmet['checks']}")
+    accuracy = report.get("date_guard_accuracy")
+    if accuracy:
+        audit = Table(title="Date guard: perturbed dates caught (verdict != ok) and false alarms on recorded actions")
+        for column in ("set", "n", "flagged", "rate", "verdicts"):
+            audit.add_column(column, justify="left" if column in ("set", "verdicts") else "right")
+        rec = accuracy["recorded"]
+        audit.add_row("recorded: false alarms", str(rec["n"]), str(rec["false_alarms"]),
+                      _pct(rec["false_alarm_rate"]), _verdicts(rec["verdicts"]))
+        for kind, body in accuracy["perturbed"].items():
+            audit.add_row(f"{kind}: caught", str(body["n"]), str(body["caught"]), _pct(body["rate"]),
+                          _verdicts(body["verdicts"]))
+        audit.add_row("all perturbations: caught", "", "", _pct(accuracy["caught_rate"]), "")
+        out.print(audit)
+        failures = accuracy["failures"]
+        if failures:
+            out.print(f"[bold]{len(failures)} recorded date argument(s) the guard refuses[/] "
+                      f"(all in the JSON report{'' if len(failures) <= show_failures else '; first shown'}):")
+        for f in failures[:show_failures]:
+            cites = "; ".join(f"turn {c['turn']}: {c['words']!r}" for c in f["citations"])
+            out.print(f"  {f['call']} turn {f['turn']} {f['tool']}.{f['argument']}={f['value']} "
+                      f"[red]{f['verdict']}[/]: {f['reason']} [dim](cited: {cites})[/]")
+
+
+def _verdicts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+@eval_app.command("replay")
+def replay(
+    file: Annotated[Path, typer.Argument(help="A JSON Lines file of call records.")],
+    policy: Annotated[str, typer.Option("--policy", help="lanes, rolling, window, all or a comma list.")] = "all",
+    retention: Annotated[float, typer.Option("--retention", help="R of the fault-injecting summarizer.")] = 0.9,
+    seed: Annotated[int, typer.Option("--seed", help="First seed (record i uses seed+i).")] = 0,
+    keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
+    every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
+    replay_mode: Annotated[str, typer.Option("--replay", help="caller: caller turns only; all: agent turns too.")] = (
+        "caller"
+    ),
+    harvest: Annotated[str, typer.Option("--harvest", help="all: ledger and slots; ids: ledger only.")] = "all",
+    perturb: Annotated[bool, typer.Option("--perturb/--no-perturb", help="Audit the date guard.")] = True,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    html_dir: Annotated[Path | None, typer.Option("--html", help="Write an HTML report with plots here.")] = None,
+    timeline_calls: Annotated[int, typer.Option("--timeline-calls", help="Calls drawn in the timeline.")] = 3,
+    show_failures: Annotated[int, typer.Option("--show-failures", help="Guard failures printed.")] = 10,
+) -> None:
+    """Replays call records through the context core under each policy and scores each action's arguments."""
+    from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+
+    if replay_mode not in ("caller", "all"):
+        _fail(f"--replay takes caller or all, got {replay_mode!r}")
+    if harvest not in ("all", "ids"):
+        _fail(f"--harvest takes all or ids, got {harvest!r}")
+    if not file.is_file():
+        _fail(f"no such file: {file}")
+    try:
+        config = ReplayConfig(parse_policies(policy), retention, seed, keep, every,
+                              "all" if replay_mode == "all" else "caller", "ids" if harvest == "ids" else "all",
+                              perturb)
+    except ValueError as exc:
+        _fail(str(exc))
+    result = evaluate_file(file, config)
+    print_replay_summary(result.report, show_failures=show_failures)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result.report, indent=1, default=str), encoding="utf-8")
+        console.print(f"report written to {json_path}")
+    if html_dir is not None:
+        from voice_agent.evaluation.html_report import render_html
+
+        index = render_html(result.report, html_dir, timeline_calls=timeline_calls)
+        console.print(f"HTML report written to {index}")
+
+
+def print_safety(report: dict[str, Any], out: Console = console, limit: int = 20) -> None:
+    """The terminal summary of ``voice-agent eval compaction-safety``."""
+    table = Table(title=f"Compaction safety ({report['mode']} mode, {report['runs']} seed(s)): "
+                        f"{', '.join(report['traces'])}")
+    for column in ("policy", "inference points", "calls with IDs", "passes", "mismatch", "missing", "extra",
+                   "defects"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, body in report["policies"].items():
+        kinds = [m["kind"] for m in body["mismatches"]]
+        table.add_row(name, str(body["inference_points"]), str(body["calls_compared"]), str(body["passes"]),
+                      str(kinds.count("mismatch")), str(kinds.count("missing")), str(kinds.count("extra")),
+                      f"[{'green' if not body['defects'] else 'red'}]{body['defects']}[/]")
+    out.print(table)
+    for name, body in report["policies"].items():
+        for m in body["mismatches"][:limit]:
+            out.print(f"  {name} {m['trace']} seed {m['seed']} turn {m['turn']}: {m['tool']}.{m['argument']} "
+                      f"compacted={m['compacted']!r} uncompacted={m['uncompacted']!r} ({m['kind']})")
+        if len(body["mismatches"]) > limit:
+            out.print(f"  {name}: {len(body['mismatches']) - limit} more in the JSON report")
+
+
+@eval_app.command("compaction-safety")
+def compaction_safety_command(
+    trace: Annotated[str, typer.Argument(help="A trace JSON (simulate --trace), or a scenario name to record one.")],
+    policy: Annotated[str, typer.Option("--policy", help="lanes, rolling, window, all or a comma list.")] = (
+        "lanes,rolling"
+    ),
+    mode: Annotated[str, typer.Option("--mode", help="window: keep the last K turns raw; all: summarize every "
+                                                     "earlier turn.")] = "window",
+    retention: Annotated[float | None, typer.Option("--retention", help="R (default: the trace's).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="First seed (default: the trace's).")] = None,
+    runs: Annotated[int, typer.Option("--runs", help="Seeds per trace and policy.")] = 1,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+) -> None:
+    """Forces a summary pass at every turn and diffs the agent's identifier arguments against no compaction."""
+    import asyncio
+
+    from voice_agent.evaluation.compaction_safety import compaction_safety, load_traces, record_trace
+
+    if mode not in ("window", "all"):
+        _fail(f"--mode takes window or all, got {mode!r}")
+    try:
+        policies = parse_policies(policy)
+        path = Path(trace)
+        if path.suffix == ".json" or path.is_file():
+            traces = load_traces(path)
+        else:
+            from voice_agent.scenarios import load_scenario
+
+            console.print(f"recording a trace of scenario {trace!r} (lanes, seed {seed or 0})")
+            traces = [record_trace(load_scenario(trace), seed=seed or 0, retention=retention or 0.9)]
+        report = asyncio.run(compaction_safety(traces, policies, mode="all" if mode == "all" else "window",
+                                               retention=retention, seed=seed, runs=runs))
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    print_safety(report)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        console.print(f"report written to {json_path}")
+
+
+def print_retention(report: dict[str, Any], out: Console = console) -> None:
+    """The terminal table of ``voice-agent eval retention``."""
+    table = Table(title=f"Per-pass retention R from {report['passes']} summary pass(es) in {len(report['files'])} "
+                        "file(s)")
+    for column in ("policy", "fact kind", "passes", "offered", "kept", "R", "95% CI (Wilson)"):
+        table.add_column(column, justify="left" if column in ("policy", "fact kind") else "right")
+    for row in report["rows"]:
+        low, high = row["ci95"]
+        table.add_row(row["policy"], row["kind"], str(row["passes"]), str(row["offered"]), str(row["kept"]),
+                      _pct(row["retention"]), f"{low * 100:.1f}% - {high * 100:.1f}%")
+    out.print(table)
+
+
+@eval_app.command("retention")
+def retention_command(
+    reports: Annotated[list[Path], typer.Argument(help="JSON reports or traces carrying drop logs.")],
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON result here.")] = None,
+) -> None:
+    """Per-pass retention R per fact kind with a 95% Wilson interval, from drop logs."""
+    from voice_agent.evaluation.retention import retention_report
+
+    try:
+        report = retention_report(reports)
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    print_retention(report)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Runs ``eval_app`` standalone (``python -m voice_agent.evaluation.cli``)."""
+    eval_app(args=list(argv) if argv is not None else None)
+
+
+if __name__ == "__main__":
+    main()
