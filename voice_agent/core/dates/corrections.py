@@ -23,12 +23,17 @@ def family(constraint: DateConstraint) -> str:
 def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
     """Whether ``later`` (said after ``earlier``) replaces it.
 
-    Only a sentence with a correction cue replaces anything, and only a
-    statement of the same family, for the same purpose when both name one.
+    A sentence with a correction cue replaces a statement of the same family. A limit
+    restated the same way ("up to the 11th", later "up to the 12th") replaces the earlier
+    one even without a cue: the caller moved it. Either way only for the same purpose
+    when both name one.
     """
-    if not later.correction or family(later) != family(earlier):
+    same_purpose = later.purpose is None or earlier.purpose is None or later.purpose == earlier.purpose
+    if family(later) != family(earlier) or not same_purpose:
         return False
-    return later.purpose is None or earlier.purpose is None or later.purpose == earlier.purpose
+    if later.correction:
+        return True
+    return family(later) == "limit" and later.kind is earlier.kind and later.blocked == earlier.blocked
 
 
 def resolve_corrections(utterances: Iterable[tuple[int, str]], reference: date) -> list[tuple[int, DateConstraint]]:

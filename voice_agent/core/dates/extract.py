@@ -103,7 +103,7 @@ _CUE = re.compile(
 )
 _NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|good))\b|n't\b")
 _BLOCKED = re.compile(
-    r"\b(?:away|travel+ing|travel|trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
+    r"\b(?:away|travel+ing|on\s(?:a\s)?trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
     r"|fully\sbooked|overseas|out\sof\s(?:town|the\scountry|office|the\soffice)|on\sleave|on\sbusiness"
     r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)"
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
