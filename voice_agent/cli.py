@@ -100,10 +100,17 @@ def simulate(
     llm: Annotated[
         str, typer.Option("--llm", help="reference (offline default), openai, anthropic or google (keys: settings).")
     ] = "reference",
-    pace: Annotated[float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait.")] = 0.0,
+    pace: Annotated[
+        float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait (10 with --knowledge).")
+    ] = 0.0,
     json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", help="Worker processes for multi-run (default: CPU count).")] = 0,
+    knowledge: Annotated[
+        bool | None,
+        typer.Option("--knowledge/--no-knowledge",
+                     help="Speculative retrieval over config/knowledge (default: on for a single run)."),
+    ] = None,
     trace_path: Annotated[
         str | None, typer.Option("--trace", help="Also record one call of the first policy as a trace (JSON).")
     ] = None,
@@ -124,12 +131,15 @@ def simulate(
     unknown = [n for n in names if n not in {p.value for p in PolicyName}]
     if unknown or not names:
         fail(f"--policy takes lanes, rolling, window or all; got {policy!r}")
+    with_knowledge = runs == 1 if knowledge is None else knowledge
+    if with_knowledge and pace == 0.0:
+        pace = 10.0  # interims must arrive slower than the retrieval debounce for speculation to run
     llm_factory = None
     if llm != "reference":
         llm_factory = _hosted_llm_factory(llm)
     try:
         plan = SimulationPlan(load_scenario(scenario), billing_domain, [PolicyName(n) for n in names], runs,
-                              retention, seed, keep, every, pace, llm_factory)
+                              retention, seed, keep, every, pace, llm_factory, with_knowledge)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     logger.remove()

@@ -37,6 +37,10 @@ def print_turn(policy: str, session: CallSession, record: TurnRecord) -> None:
         notes.append("[yellow]asked for " + ", ".join(record.reasks) + "[/yellow]")
     if record.output_blocks:
         notes.append("[red]output blocked: " + ", ".join(record.output_blocks) + "[/red]")
+    if record.retrieval.get("chunk_ids"):
+        r = record.retrieval
+        chunks = ", ".join(f"{c} ({score:.2f})" for c, score in zip(r["chunk_ids"], r["scores"], strict=False))
+        notes.append(f"[cyan]knowledge {r['status']} ({r['source']}, {r['critical_path_ms']:.2f} ms): {chunks}[/cyan]")
     if record.drop is not None:
         dropped = ", ".join(sorted(record.drop.dropped)) or "nothing"
         notes.append(f"summary pass: {len(record.drop.keys_in)} facts in, dropped {dropped}")
@@ -62,6 +66,16 @@ def print_comparison(report: dict[str, Any]) -> None:
     table.add_row("tokens per request (mean)", *[f"{policies[n]['tokens_per_request']:.0f}" for n in names])
     table.add_row("guard rejections (all runs)", *[str(policies[n]["guard_rejections"]) for n in names])
     table.add_row("executed calls with unledgered IDs", *[str(policies[n]["unledgered_executed"]) for n in names])
+    if any(policies[n].get("retrieval") for n in names):
+        def hits(n: str) -> str:
+            r = policies[n].get("retrieval") or {}
+            rate = r.get("hit_rate")
+            return "-" if rate is None else f"{rate * 100:.0f} % of {r['turns_with_chunks']} turns"
+
+        table.add_row("knowledge served from speculation", *[hits(n) for n in names])
+        table.add_row("retrieval on the critical path p50", *[
+            f"{(policies[n].get('retrieval') or {}).get('critical_path_ms', {}).get('p50') or 0:.2f} ms"
+            for n in names])
     table.add_row("first-response latency p50 / p95", *[
         f"{policies[n]['latency_ms']['p50'] or 0:.1f} / {policies[n]['latency_ms']['p95'] or 0:.1f} ms" for n in names])
     console.print(table)

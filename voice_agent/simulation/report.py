@@ -49,6 +49,7 @@ class RunOutcome:
         facts_offered: Tracked facts that reached a summary pass, summed over passes.
         facts_kept: Of those, the ones that came out verbatim.
         drop_log: Every summary pass: its turn and the fact keys in and out (names, never values).
+        retrieval: Per turn that retrieved: hit or miss, critical-path ms, chunk ids and scores, staleness.
     """
 
     present_at_need: dict[str, bool] = field(default_factory=dict)
@@ -62,6 +63,7 @@ class RunOutcome:
     facts_offered: int = 0
     facts_kept: int = 0
     drop_log: list[dict[str, Any]] = field(default_factory=list)
+    retrieval: list[dict[str, Any]] = field(default_factory=list)
 
 
 def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome:
@@ -89,6 +91,7 @@ def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome
         facts_offered=sum(len(e.keys_in) for e in drops),
         facts_kept=sum(len(e.keys_in & e.keys_out) for e in drops),
         drop_log=[{"turn": e.turn, "facts_in": sorted(e.keys_in), "facts_out": sorted(e.keys_out)} for e in drops],
+        retrieval=[{"turn": r.turn, **r.retrieval} for r in session.turns if r.retrieval],
     )
 
 
@@ -131,4 +134,24 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
         "latency_ms": {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)},
         "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
         "drop_log": [{"run": run, **event} for run, o in enumerate(outcomes) for event in o.drop_log],
+        "retrieval": _retrieval_summary(outcomes),
+    }
+
+
+def _retrieval_summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any] | None:
+    """Hit rate and critical-path time over turns that injected knowledge, plus run 0's turns."""
+    turns = [t for o in outcomes for t in o.retrieval]
+    if not turns:
+        return None
+    injected = [t for t in turns if t.get("chunk_ids")]
+    hits = [t for t in injected if t.get("status") == "hit"]
+    return {
+        "turns": len(turns),
+        "turns_with_chunks": len(injected),
+        "hit_rate": len(hits) / len(injected) if injected else None,
+        "critical_path_ms": {
+            "p50": _percentile([float(t["critical_path_ms"]) for t in turns], 0.5),
+            "p95": _percentile([float(t["critical_path_ms"]) for t in turns], 0.95),
+        },
+        "first_run": outcomes[0].retrieval if outcomes else [],
     }

