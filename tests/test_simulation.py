@@ -65,9 +65,9 @@ def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything()
 
 def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
     out = str(tmp_path / "report.json")
-    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--json", out])
+    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--no-knowledge", "--json", out])
     assert result.exit_code == 0, result.output
-    assert "account_id present at turn 31" in result.stdout and "T31" in result.stdout
+    assert "account_id @ turn 31 (said 4)" in result.stdout and "T31" in result.stdout
     report = json.loads(Path(out).read_text())
     assert set(report["policies"]) == {"lanes", "rolling", "window"}
     for policy in report["policies"].values():
@@ -83,3 +83,27 @@ def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
 def test_simulate_bad_arguments(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["simulate", *args])
     assert result.exit_code == 2 and message in result.stderr
+
+
+KNOWLEDGE_CALL = """
+id: knowledge_question
+domain: billing
+reference_date: 2026-11-30
+turns:
+- {speaker: caller, text: "Hi there, I have a quick question about my bill please."}
+- {speaker: agent, text: "Of course."}
+- {speaker: caller, text: "How long does a dispute usually take to resolve?"}
+- {speaker: agent, text: "Most disputes are resolved within ten working days."}
+"""
+
+
+def test_simulated_knowledge_question_shows_the_injected_chunks_and_the_hit(tmp_path: Path) -> None:
+    scenario, out = tmp_path / "knowledge_question.yaml", tmp_path / "report.json"
+    scenario.write_text(KNOWLEDGE_CALL)
+    args = ["simulate", str(scenario), "--runs", "1", "--policy", "lanes", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "disputes/how-long-a-dispute-takes" in result.stdout and "knowledge hit" in result.stdout
+    retrieval = json.loads(out.read_text())["policies"]["lanes"]["retrieval"]
+    question = next(t for t in retrieval["first_run"] if t["turn"] == 2)
+    assert question["status"] == "hit" and question["chunk_ids"][0] == "disputes/how-long-a-dispute-takes"

@@ -60,7 +60,7 @@ def print_comparison(report: dict[str, Any]) -> None:
         table.add_column(name, justify="right")
     first = policies[names[0]]
     for i, fact in enumerate(first["facts"]):
-        label = f"{fact['key']} present at turn {fact['needed_turn']} (said on {fact['stated_turn']})"
+        label = f"{fact['key']} @ turn {fact['needed_turn']} (said {fact['stated_turn']})"
         table.add_row(label, *[f"{policies[n]['facts'][i]['present_at_need'] * 100:.1f} %" for n in names])
     table.add_row("re-asks per call", *[f"{policies[n]['reasks_per_call']:.2f}" for n in names])
     table.add_row("tokens per request (mean)", *[f"{policies[n]['tokens_per_request']:.0f}" for n in names])
