@@ -188,3 +188,18 @@ def test_affirmations() -> None:
         assert is_affirmation(text), text
     for text in ("no", "that doesn't work", "not really", "hmm, maybe", "Actually no, that doesn't work for me"):
         assert not is_affirmation(text), text
+
+
+def test_a_named_limit_is_said_and_a_moved_one_is_superseded() -> None:
+    from voice_agent.core.transcript import TranscriptLane
+
+    lane = TranscriptLane()
+    lane.append_caller(1, "I need the car until March 10th.")
+    dropoff = ToolSpec("reserve_car", "", (ToolParam("dropoff", "", kind=ParamKind.DATE),), mutates=True)
+    guard = DateGuard(date(2019, 3, 1))
+    (ok,) = guard.check(dropoff, {"dropoff": "2019-03-10"}, lane)
+    assert ok.verdict is DateVerdict.OK and ok.citations[0].turn == 1
+    lane.append_caller(2, "I want to have the car up to the 12th of March.")
+    lane.append_caller(3, "Sorry, I want to have the car up to the 14th of March.")
+    (stale,) = DateGuard(date(2019, 3, 1)).check(dropoff, {"dropoff": "2019-03-12"}, lane)
+    assert stale.verdict is DateVerdict.SUPERSEDED and [c.turn for c in stale.citations] == [2, 3]

@@ -9,6 +9,7 @@ from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
 
 _EXCLUSIONS = (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY)
+_LIMITS = (ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.AFTER)
 
 
 def family(constraint: DateConstraint) -> str:
@@ -33,7 +34,7 @@ def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
         return False
     if later.correction:
         return True
-    return family(later) == "limit" and later.kind is earlier.kind and later.blocked == earlier.blocked
+    return later.kind is earlier.kind and later.kind in _LIMITS and later.blocked == earlier.blocked
 
 
 def resolve_corrections(utterances: Iterable[tuple[int, str]], reference: date) -> list[tuple[int, DateConstraint]]:

@@ -236,8 +236,10 @@ class DateGuard:
         if self._analysis is not None and self._analysis[0] == key:
             return self._analysis[1]
         callers = [(s, c) for s in said if s.kind is EntryKind.CALLER for c in s.constraints]
-        # Only a sentence with a correction cue can replace or lift anything, so only those are scanned.
-        corrections = [(s, c) for s, c in callers if c.correction]
+        # Only a sentence with a correction cue, or a restated limit ("up to the 12th" after "until the
+        # 10th"), can replace or lift anything, so only those are scanned.
+        limits = (ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.AFTER)
+        corrections = [(s, c) for s, c in callers if c.correction or c.kind in limits]
         statements = self._statements(said)
         standing = [
             st
@@ -340,7 +342,43 @@ class DateGuard:
                     return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason, cites)
             return DateCheck(DateVerdict.OK, argument, d, f"{d} matches what the caller said.", last.citations)
 
+        named = self._named_limit(d, callers)
+        if named is not None:
+            s, c, later = named
+            if later is None:
+                reason = f"{d} is the limit the caller named on turn {s.turn}: '{c.text}'."
+                return DateCheck(DateVerdict.OK, argument, d, reason, (Citation(s.turn, c.text),))
+            t, moved = later
+            reason = (
+                f"Caller said on turn {s.turn}: '{c.text}', then moved it on turn {t.turn}: '{moved.text}'. "
+                f"{d} is the old limit; use the new one ({moved.describe()})."
+            )
+            return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason,
+                             (Citation(s.turn, c.text), Citation(t.turn, moved.text)))
         return self._unconfirmed(argument, d, said, tool_name)
+
+    @staticmethod
+    def _named_limit(
+        d: date, callers: list[_Said]
+    ) -> tuple[_Said, DateConstraint, tuple[_Said, DateConstraint] | None] | None:
+        """The caller's open limit whose boundary is ``d`` ("until March 10th", "from the 8th").
+
+        A caller who says "I need the car until the 10th" has named the 10th, so a drop-off on
+        the 10th is not an unconfirmed date. Returns the latest such limit and, when a later
+        limit replaced it, that one.
+        """
+        found = None
+        for i, s in enumerate(callers):
+            for c in s.constraints:
+                if c.blocked or c.kind not in (ConstraintKind.UNTIL, ConstraintKind.AFTER):
+                    continue
+                if d != (c.end if c.kind is ConstraintKind.UNTIL else c.start):
+                    continue
+                later = next(
+                    ((t, lc) for t in callers[i + 1 :] for lc in t.constraints if supersedes(lc, c)), None
+                )
+                found = (s, c, later)
+        return found
 
     def _unconfirmed(self, argument: str, d: date, said: list[_Said], tool_name: str) -> DateCheck:
         ask = f"Confirm the date with the caller before calling {tool_name}."
