@@ -7,6 +7,7 @@ and the offline default must start without any of them.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -54,35 +55,30 @@ def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
         SettingsError: When the provider is ``reference``, has no key, or its SDK is not installed.
     """
     provider = config.provider
+    if provider not in _HOSTED:
+        raise SettingsError(
+            f"settings: llm.provider={provider} is not a hosted provider (set openai, anthropic or google)"
+        )
+    module_name, class_name = _HOSTED[provider]
+    try:
+        service_class: Any = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as exc:
+        raise _missing_extra(provider, exc) from None
+    kwargs: dict[str, Any] = {"api_key": _api_key(config)}
     if provider == "openai":
-        try:
-            from pipecat.services.openai.llm import OpenAILLMService
-        except ImportError as exc:
-            raise _missing_extra(provider, exc) from None
-        return OpenAILLMService(
-            api_key=_api_key(config),
-            base_url=config.base_url,
-            settings=OpenAILLMService.Settings(model=config.model) if config.model else None,
-        )
-    if provider == "anthropic":
-        try:
-            from pipecat.services.anthropic.llm import AnthropicLLMService
-        except ImportError as exc:
-            raise _missing_extra(provider, exc) from None
-        return AnthropicLLMService(
-            api_key=_api_key(config),
-            settings=AnthropicLLMService.Settings(model=config.model) if config.model else None,
-        )
-    if provider == "google":
-        try:
-            from pipecat.services.google.llm import GoogleLLMService
-        except ImportError as exc:
-            raise _missing_extra(provider, exc) from None
-        return GoogleLLMService(
-            api_key=_api_key(config),
-            settings=GoogleLLMService.Settings(model=config.model) if config.model else None,
-        )
-    raise SettingsError(f"settings: llm.provider={provider} is not a hosted provider (set openai, anthropic or google)")
+        kwargs["base_url"] = config.base_url  # also reaches OpenAI-compatible local servers
+    if config.model:
+        kwargs["settings"] = service_class.Settings(model=config.model)
+    service: LLMService[Any] = service_class(**kwargs)
+    return service
+
+
+_HOSTED: Mapping[str, tuple[str, str]] = {
+    "openai": ("pipecat.services.openai.llm", "OpenAILLMService"),
+    "anthropic": ("pipecat.services.anthropic.llm", "AnthropicLLMService"),
+    "google": ("pipecat.services.google.llm", "GoogleLLMService"),
+}
+"""Provider -> (module, class) of its pipecat service, imported only when chosen."""
 
 
 def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
