@@ -50,8 +50,11 @@ class TurnLog(FrameProcessor):
                 # A system frame: it can overtake the response's own start frame, so the flag
                 # is cleared only once the response has been closed.
                 self._calls_in_response = True
-            elif isinstance(frame, TextFrame):
-                self._text.append(frame.text)
+            elif isinstance(frame, TextFrame) and frame.append_to_context:
+                # A TTS forwards the sentence it synthesised (append_to_context False) besides the
+                # words the transport releases as they are played: only the latter were heard.
+                spaced = frame.includes_inter_frame_spaces or not self._text
+                self._text.append(frame.text if spaced else " " + frame.text)
             elif isinstance(frame, LLMFullResponseEndFrame):
                 await self._close_response()
             elif isinstance(frame, InterruptionFrame):

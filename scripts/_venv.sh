@@ -12,7 +12,7 @@ if [ ! -x "$VENV/bin/python" ] || [ "$want" != "$have" ]; then
   echo "[setup] preparing $VENV (first run or pyproject.toml changed; takes a few minutes)" >&2
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev,audio]" >&2
   echo "$want" > "$STAMP"
   echo "[setup] done" >&2
 fi

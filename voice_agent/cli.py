@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+
+# pipecat logs at INFO when imported, here and in worker processes; loguru reads this at import.
+os.environ.setdefault("LOGURU_LEVEL", "WARNING")
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -114,10 +118,22 @@ def simulate(
     trace_path: Annotated[
         str | None, typer.Option("--trace", help="Also record one call of the first policy as a trace (JSON).")
     ] = None,
+    modality: Annotated[
+        str, typer.Option("--modality", help="text (scripted transcripts) or audio (real speech over the bridge).")
+    ] = "text",
+    stack: Annotated[str, typer.Option("--stack", help="Audio: default (Whisper + Piper) or light.")] = "default",
+    speed: Annotated[float, typer.Option("--speed", help="Audio: caller media pace, x real time.")] = 1.0,
 ) -> None:
-    """Runs a scripted call through the real pipeline and compares memory policies side by side."""
-    import os
+    """Runs a scripted call through the real pipeline and compares memory policies side by side.
 
+    With ``--modality audio`` one call is played over the telephony bridge on loopback, with
+    synthesized speech both ways; the agent's audio and transcript are written under ./calls.
+    """
+    if modality == "audio":
+        _simulate_audio(scenario, keep, every, stack, speed)
+        return
+    if modality != "text":
+        fail(f"--modality takes text or audio; got {modality!r}")
     from loguru import logger
     from rich.progress import Progress
 
@@ -169,6 +185,21 @@ def simulate(
         console.print(f"report written to {json_path}")
 
 
+def _simulate_audio(scenario: str, keep: int, every: int, stack: str, speed: float) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from voice_agent.telephony.cli import print_audio_simulation, run_audio_simulation
+
+    try:
+        report = asyncio.run(
+            run_audio_simulation(scenario, keep=keep, every=every, stack=stack, speed=speed, out=Path("calls"))
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        fail(str(exc))
+    print_audio_simulation(report)
+
+
 def _hosted_llm_factory(provider: str) -> Any:
     """A picklable factory for ``provider``'s real pipecat service, validated now (one-line errors)."""
     import functools
@@ -205,22 +236,20 @@ def show_config(
     print(json.dumps(settings.model_dump(mode="json"), indent=2, default=str))
 
 
-def _mount_eval() -> None:
-    # Heavy imports happen inside the eval commands, so mounting costs nothing at start-up.
+def _mount_subcommands() -> None:
+    # Heavy imports happen inside the commands, so mounting costs nothing at start-up.
     from voice_agent.evaluation.cli import eval_app
+    from voice_agent.telephony.cli import register_telephony_commands
 
     app.add_typer(eval_app, name="eval")
+    register_telephony_commands(app)
 
 
-_mount_eval()
+_mount_subcommands()
 
 
 def main() -> None:
     """Console-script entry point."""
-    import os
-
-    # Worker processes import pipecat before configuring logging; loguru reads this at import.
-    os.environ.setdefault("LOGURU_LEVEL", "WARNING")
     from loguru import logger
 
     # pipecat logs at INFO on import; a CLI user wants warnings and errors only.

@@ -23,6 +23,9 @@ from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
 from voice_agent.session import CallSession
 
+AUDIO_TURN_STOP_TIMEOUT = 10.0
+"""Seconds the user aggregator waits for a transcript after speech stops, with an offline STT."""
+
 
 @dataclass
 class CallPipeline:
@@ -44,6 +47,7 @@ def build_call_pipeline(
     before_user: Sequence[FrameProcessor] = (),
     tts: Sequence[FrameProcessor] = (),
     user_turn_strategies: UserTurnStrategies | None = None,
+    user_turn_stop_timeout: float = 5.0,
 ) -> CallPipeline:
     """Wires STT side -> user aggregator -> context assembly -> LLM -> output guard -> TTS -> turn log.
 
@@ -54,13 +58,18 @@ def build_call_pipeline(
             e.g. the transport input and STT, then speculative retrieval.
         tts: Processors after the output guard (TTS and the transport output), empty in text mode.
         user_turn_strategies: How user turns start and stop; text mode drives turns externally.
+        user_turn_stop_timeout: Longest wait for a transcript after the caller stops speaking; a slow
+            offline STT needs more than pipecat's 5 s default, or a turn ends with no words.
     """
     register_guarded_tools(llm, session)
     llm.append_system_instruction(session.system_prompt)
     context = LLMContext(tools=tools_schema(session))
     strategies = user_turn_strategies or ExternalUserTurnStrategies()
     user_agg, assistant_agg = LLMContextAggregatorPair(
-        context, user_params=LLMUserAggregatorParams(user_turn_strategies=strategies)
+        context,
+        user_params=LLMUserAggregatorParams(
+            user_turn_strategies=strategies, user_turn_stop_timeout=user_turn_stop_timeout
+        ),
     )
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")

@@ -47,7 +47,15 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
         make_brain=BillingReferenceBrain,
         system_prompt=SYSTEM_PROMPT,
         hard_constraints=HARD_CONSTRAINTS,
-        extra={"backend": store, "handoff_card": handoff_card, "render_handoff_card": render_handoff_card},
+        extra={
+            "backend": store,
+            "handoff_card": handoff_card,
+            "render_handoff_card": render_handoff_card,
+            # How callers spell identifiers out loud (# digit, X letter or digit), for the audio path.
+            "spoken_id_shapes": ("ACC-####-##", "INV-####-####", "ORD-XXXXXX"),
+            "recognizer_topic": "A billing support call about an account, invoices, a disputed charge, credits "
+            "and callbacks.",
+        },
     )
 
 

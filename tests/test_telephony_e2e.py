@@ -1,0 +1,72 @@
+"""End-to-end over the bridge on loopback with real speech both ways.
+
+The caller's lines are spoken by Piper (deterministic), sent as 20 ms µ-law frames, recognised
+by Whisper tiny.en behind Silero VAD, answered by the reference agent, spoken by Piper and
+transcribed again by the emulator. With keep=2 the account number (exchange 3) has left the raw
+window when the credit is asked for (exchange 7): only the ledger can supply it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from pathlib import Path
+
+from voice_agent.audio.stack import AudioStack, agent_ears, caller_voice
+from voice_agent.scenarios import load_scenario
+from voice_agent.telephony.calls import billing_call_factory
+from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
+from voice_agent.telephony.server import ServerConfig, running_bridge
+
+SCENARIO = load_scenario("bridge_smoke")
+LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"]
+KEEP, EVERY = 2, 2
+
+
+async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp_path: Path) -> None:
+    started = time.monotonic()
+    factory = billing_call_factory(keep=KEEP, every=EVERY, reference_date=SCENARIO.reference_date or dt.date.today())
+    config = ServerConfig(port=0, stack=AudioStack.named("default"), idle_timeout_secs=None, transcript_dir=tmp_path)
+    voice, ears = caller_voice("piper"), agent_ears("whisper")
+    async with running_bridge(config, factory) as (bridge, url):
+        emulator = TwilioCallerEmulator(voice, ears, EmulatorConfig(speed=3.0, silence_secs=0.6), tmp_path)
+        result = await emulator.dial(f"{url}/voice", LINES)
+        for _ in range(200):
+            if bridge.registry.all() and bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+    record = bridge.registry.all()[-1]
+    assert result.status == "completed", result.render()
+    assert all(t.latency_ms is not None for t in result.turns), result.render()
+    backend = record.extra["domain"].extra["backend"]
+    credits = [(c["account_id"], c["invoice_id"], c["amount"]) for c in backend.credits]
+    assert credits == [("ACC-4729-18", "INV-2026-1018", 19.99)], "\n".join(record.transcript)
+    stated = next(t["turn"] for t in record.turns if "lookup_account" in t["executed"])
+    credited = next(t["turn"] for t in record.turns if "issue_credit" in t["executed"])
+    assert credited - stated > KEEP, "the account must have left the raw window before the credit"
+    assert stated == 3 and credited == 7
+    # What the caller heard is transcribed and written out with the recording.
+    assert "credit" in result.turns[credited - 1].agent_text.lower()
+    assert result.wav_path and Path(result.wav_path).stat().st_size > 8000 * 2 * 5
+    assert result.transcript_path and Path(result.transcript_path).is_file()
+    print(f"e2e call: {time.monotonic() - started:.1f} s, latencies "
+          f"{[round(t.latency_ms or 0) for t in result.turns]} ms")
+
+
+async def test_light_stack_streams_both_ways(tmp_path: Path) -> None:
+    """pocketsphinx (streaming, interims) and in-process espeak-ng in the bridge: the plumbing, not accuracy."""
+    factory = billing_call_factory(keep=KEEP, every=EVERY, reference_date=dt.date(2026, 11, 30))
+    config = ServerConfig(port=0, stack=AudioStack.named("light"), idle_timeout_secs=None)
+    async with running_bridge(config, factory) as (bridge, url):
+        emulator = TwilioCallerEmulator(caller_voice("piper"), agent_ears("pocketsphinx"),
+                                        EmulatorConfig(speed=3.0, silence_secs=0.6))
+        result = await emulator.dial(f"{url}/voice", ["Hello, is this the billing line?"])
+        for _ in range(100):
+            if bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+    record = bridge.registry.all()[-1]
+    assert result.status == "completed" and result.turns[0].latency_ms is not None
+    assert result.turns[0].agent_secs > 0.5 and result.turns[0].agent_text
+    assert record.transcript[0].startswith("CALLER: ") and len(record.transcript[0]) > len("CALLER: ")

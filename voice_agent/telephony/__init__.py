@@ -1,0 +1,1 @@
+"""The telephony bridge (Twilio, Telnyx, Plivo media streams), its client emulator and CLI commands."""

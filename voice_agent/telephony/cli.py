@@ -1,0 +1,318 @@
+"""``voice-agent serve``, ``dial`` and ``talk``, and the audio modality of ``simulate``.
+
+Register the commands on the main app with :func:`register_telephony_commands`; ``simulate
+--modality audio`` calls :func:`run_audio_simulation` and :func:`print_audio_simulation`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from voice_agent.audio.manifest import AudioModelError
+from voice_agent.audio.stack import AudioStack, SttKind, TtsKind, agent_ears, caller_voice
+
+_STACK_HELP = "Audio stack: default (Whisper + Piper), light (pocketsphinx + espeak-ng) or fake (no models)."
+
+
+def _fail(command: str, message: str, code: int = 2) -> None:
+    print(f"voice-agent {command}: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def _stack(command: str, name: str) -> AudioStack:
+    try:
+        return AudioStack.named(name)
+    except ValueError as exc:
+        _fail(command, str(exc))
+        raise  # unreachable: _fail raises
+
+
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8765,
+    provider: Annotated[str, typer.Option("--provider", help="twilio, telnyx or plivo.")] = "twilio",
+    public_url: Annotated[
+        str | None, typer.Option("--public-url", help="Public https base URL the provider reaches (for stream URLs "
+                                 "and Twilio signatures).")
+    ] = None,
+    production: Annotated[
+        bool, typer.Option("--production", help="Reject unsigned webhooks; needs TWILIO_AUTH_TOKEN and --public-url.")
+    ] = False,
+    max_calls: Annotated[int, typer.Option("--max-calls", help="Concurrent calls; more are turned away politely.")] = 4,
+    stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
+    transcripts: Annotated[
+        Path | None, typer.Option("--transcripts", help="Write each call's transcript (JSON) here.")
+    ] = None,
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="SIGTERM: seconds calls may take.")] = 30.0,
+) -> None:
+    """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call."""
+    from voice_agent.settings import SettingsError, load_settings
+    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.telephony.providers import HangupCredentials, Provider
+    from voice_agent.telephony.server import ConfigError, ServerConfig, serve
+
+    try:
+        chosen = Provider(provider)
+    except ValueError:
+        _fail("serve", f"--provider takes twilio, telnyx or plivo, got {provider!r}")
+        return
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        _fail("serve", str(exc))
+        return
+    config = ServerConfig(
+        host=host, port=port, provider=chosen, public_url=public_url,
+        production=production or os.environ.get("VOICE_AGENT_PRODUCTION") == "1",
+        credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=_stack("serve", stack),
+        transcript_dir=transcripts, drain_timeout_secs=drain_timeout,
+    )
+
+    def llm_for(domain: Any) -> Any:
+        from voice_agent.services.factory import make_llm
+
+        return make_llm(settings, domain)
+
+    factory = billing_call_factory(
+        keep=settings.policy.keep, every=settings.policy.every, reference_date=settings.call.reference_date,
+        llm_factory=llm_for,
+    )
+    try:
+        config.validate()
+        asyncio.run(serve(config, factory))
+    except (ConfigError, AudioModelError) as exc:
+        _fail("serve", str(exc))
+    except OSError as exc:
+        _fail("serve", f"cannot listen on {host}:{port}: {exc}")
+
+
+def dial_command(
+    url: Annotated[str, typer.Argument(help="The bridge's webhook (http://host:port/voice) or stream (ws://.../ws).")],
+    scenario: Annotated[str, typer.Option("--scenario", help="Scenario name or YAML path.")] = "bridge_smoke",
+    speed: Annotated[float, typer.Option("--speed", help="Media pacing relative to real time.")] = 1.0,
+    voice: Annotated[str, typer.Option("--voice", help="Caller voice: piper, espeak or tone.")] = "piper",
+    ears: Annotated[str, typer.Option("--ears", help="Transcribe the agent with whisper, pocketsphinx or none.")] = (
+        "whisper"
+    ),
+    out: Annotated[Path, typer.Option("--out", help="Directory for the agent WAV and the transcript.")] = Path(
+        "calls"
+    ),
+    auth_token: Annotated[
+        str | None, typer.Option("--auth-token", envvar="TWILIO_AUTH_TOKEN", help="Sign the webhook as Twilio does.")
+    ] = None,
+) -> None:
+    """Calls the bridge as Twilio would and plays a scenario's caller lines with synthesised speech."""
+    from voice_agent.scenarios import load_scenario
+    from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
+
+    try:
+        record = load_scenario(scenario)
+        synth = caller_voice(TtsKind(voice))
+        transcriber = agent_ears(None if ears == "none" else SttKind(ears))
+    except (FileNotFoundError, ValueError, AudioModelError) as exc:
+        _fail("dial", str(exc))
+        return
+    lines = [t.text for t in record.turns if t.speaker == "caller"]
+    emulator = TwilioCallerEmulator(synth, transcriber, EmulatorConfig(speed=speed, auth_token=auth_token), out)
+    result = asyncio.run(emulator.dial(url, lines))
+    print(result.render())
+    if result.transcript_path:
+        print(f"transcript: {result.transcript_path}  agent audio: {result.wav_path}")
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+def talk_command(
+    stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
+) -> None:
+    """Talks to the agent through this machine's microphone and speaker (needs PyAudio and a device)."""
+    problem = local_audio_problem()
+    if problem is not None:
+        _fail("talk", problem, code=1)
+    chosen = _stack("talk", stack)
+    try:
+        asyncio.run(_talk(chosen))
+    except AudioModelError as exc:
+        _fail("talk", str(exc), code=1)
+    except KeyboardInterrupt:
+        pass
+
+
+def local_audio_problem() -> str | None:
+    """Why a local microphone/speaker session cannot start, in one line; None when it can."""
+    try:
+        pyaudio: Any = importlib.import_module("pyaudio")
+    except (ImportError, OSError) as exc:
+        return f"no local audio: PyAudio/PortAudio is not installed ({exc}); pip install 'pipecat-ai[local]'"
+    try:
+        audio = pyaudio.PyAudio()
+    except Exception as exc:
+        return f"no local audio: PortAudio failed to start ({exc})"
+    try:
+        devices = [audio.get_device_info_by_index(i) for i in range(audio.get_device_count())]
+    finally:
+        audio.terminate()
+    if not any(int(d.get("maxInputChannels", 0)) > 0 for d in devices):
+        return "no local audio: no input device (microphone) found"
+    if not any(int(d.get("maxOutputChannels", 0)) > 0 for d in devices):
+        return "no local audio: no output device (speaker) found"
+    return None
+
+
+async def _talk(stack: AudioStack) -> None:
+    from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+    from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
+    from pipecat.workers.runner import WorkerRunner
+
+    from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
+    from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
+    from voice_agent.settings import load_settings
+    from voice_agent.telephony.calls import billing_call_factory
+
+    settings = load_settings()
+
+    def llm_for(domain: Any) -> Any:
+        from voice_agent.services.factory import make_llm
+
+        return make_llm(settings, domain)
+
+    parts = billing_call_factory(keep=settings.policy.keep, every=settings.policy.every,
+                                 reference_date=settings.call.reference_date, llm_factory=llm_for)("local")
+    await asyncio.to_thread(stack.warm_up)
+    audio = await asyncio.to_thread(stack.build, recognizer_prompt(parts.id_shapes, parts.topic))
+    transport = LocalAudioTransport(LocalAudioTransportParams(audio_in_enabled=True, audio_out_enabled=True))
+    call = build_call_pipeline(
+        parts.session, parts.llm,
+        before_user=[transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes)],
+        tts=[audio.tts, transport.output()], user_turn_strategies=audio.turn_strategies,
+        user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
+    )
+    worker = PipelineWorker(call.pipeline, params=PipelineParams(audio_in_sample_rate=16000), enable_rtvi=False,
+                            idle_timeout_secs=None, check_dangling_tasks=False)
+    print("Talk to the agent; Ctrl+C ends the call.", file=sys.stderr)
+    runner = WorkerRunner(handle_sigint=True, check_dangling_tasks=False)
+    await runner.add_workers(worker)
+    await runner.run()
+
+
+# --- simulate --modality audio -------------------------------------------------------------------------------------
+
+
+async def run_audio_simulation(
+    scenario: str = "billing_dispute",
+    *,
+    keep: int = 6,
+    every: int = 5,
+    stack: str = "default",
+    voice: str = "piper",
+    ears: str = "whisper",
+    speed: float = 1.0,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """Plays a scenario through the telephony bridge on loopback with real audio both ways.
+
+    The bridge runs in this process on a free port with the lanes policy and the reference
+    agent; the Twilio emulator dials it, speaks the caller lines and transcribes the replies.
+
+    Returns:
+        A JSON-ready report: per-turn caller line, recognised text, agent reply as heard and
+        latency, the tool calls executed, the scenario's facts present, and the backend's effects.
+
+    Raises:
+        FileNotFoundError, ValueError: Unknown scenario or stack.
+        AudioModelError: A model is missing.
+    """
+    from voice_agent.scenarios import load_scenario
+    from voice_agent.simulation.runner import tracked_facts
+    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
+    from voice_agent.telephony.server import ServerConfig, running_bridge
+
+    record = load_scenario(scenario)
+    lines = [t.text for t in record.turns if t.speaker == "caller"]
+    audio_stack = AudioStack.named(stack).with_script(lines)
+    facts = tracked_facts(record)
+    factory = billing_call_factory(keep=keep, every=every, reference_date=record.reference_date or dt.date.today(),
+                                   tracked_facts={f.key: f.forms for f in facts})
+    synth = caller_voice(TtsKind(voice))
+    transcriber = agent_ears(None if ears == "none" else SttKind(ears))
+    config = ServerConfig(port=0, stack=audio_stack, max_calls=1, idle_timeout_secs=None)
+    async with running_bridge(config, factory) as (bridge, url):
+        emulator = TwilioCallerEmulator(synth, transcriber, EmulatorConfig(speed=speed), out)
+        result = await emulator.dial(f"{url}/voice", lines)
+        await asyncio.sleep(0.2)
+        calls = [r for r in bridge.registry.all() if r.state == "ended" and r.session is None and r.turns]
+    call = calls[-1] if calls else None
+    backend = call.extra["domain"].extra.get("backend") if call and "domain" in call.extra else None
+    turns = []
+    for index, turn in enumerate(result.turns):
+        server_turn = call.turns[index] if call and index < len(call.turns) else {}
+        turns.append({
+            "turn": index + 1, "caller_line": turn.text, "recognised": server_turn.get("caller", ""),
+            "agent_heard": turn.agent_text, "agent_said": server_turn.get("agent", ""),
+            "latency_ms": turn.latency_ms, "executed": server_turn.get("executed", []),
+        })
+    return {
+        "scenario": record.id, "stack": stack, "keep": keep, "every": every, "status": result.status,
+        "turns": turns, "transcript": call.transcript if call else [],
+        "effects": {
+            "credits": list(getattr(backend, "credits", [])), "disputes": list(getattr(backend, "disputes", [])),
+            "callbacks": list(getattr(backend, "callbacks", [])), "transfers": len(getattr(backend, "transfers", [])),
+        },
+        "wav": result.wav_path, "call_transcript": result.transcript_path,
+    }
+
+
+def print_audio_simulation(report: dict[str, Any]) -> None:
+    """Prints an audio simulation report turn by turn."""
+    print(f"{report['scenario']} over the telephony bridge ({report['stack']} stack, K={report['keep']}, "
+          f"S={report['every']}): {report['status']}")
+    for turn in report["turns"]:
+        latency = f"{turn['latency_ms']:.0f} ms" if turn["latency_ms"] is not None else "no reply"
+        print(f"\n[{turn['turn']}] caller:     {turn['caller_line']}")
+        print(f"    recognised: {turn['recognised']}")
+        tools = f"  tools: {', '.join(turn['executed'])}" if turn["executed"] else ""
+        print(f"    agent ({latency}): {turn['agent_heard'] or turn['agent_said']}{tools}")
+    effects = report["effects"]
+    print(f"\neffects: {len(effects['credits'])} credit(s), {len(effects['disputes'])} dispute(s), "
+          f"{len(effects['callbacks'])} callback(s), {effects['transfers']} transfer(s)")
+    for credit in effects["credits"]:
+        print(f"  credit {credit['amount']:.2f} to {credit['account_id']} on {credit['invoice_id']}")
+    if report.get("wav"):
+        print(f"agent audio: {report['wav']}")
+
+
+def simulate_audio_command(
+    scenario: Annotated[str, typer.Argument(help="Scenario name or YAML path.")] = "billing_dispute",
+    keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
+    every: Annotated[int, typer.Option("--every", help="S: summary cadence.")] = 5,
+    stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
+    speed: Annotated[float, typer.Option("--speed", help="Media pacing relative to real time.")] = 1.0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+) -> None:
+    """The audio modality of ``simulate``: one call over the telephony bridge with real audio both ways."""
+    try:
+        report = asyncio.run(run_audio_simulation(scenario, keep=keep, every=every, stack=stack, speed=speed,
+                                                  out=Path("calls")))
+    except (FileNotFoundError, ValueError, AudioModelError) as exc:
+        _fail("simulate", str(exc))
+        return
+    print_audio_simulation(report)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def register_telephony_commands(app: typer.Typer) -> None:
+    """Adds ``serve``, ``dial`` and ``talk`` to the main ``voice-agent`` app."""
+    app.command("serve")(serve_command)
+    app.command("dial")(dial_command)
+    app.command("talk")(talk_command)
