@@ -87,7 +87,10 @@ def run_server(port: int, stack_name: str, max_calls: int, lines: list[str]) -> 
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
     stack = AudioStack.named(stack_name).with_script(lines)
-    config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5)
+    # Knowledge retrieval embeds each final transcript: model time, like STT and TTS, so it is off
+    # here and the figures are the pipeline's own overhead.
+    config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5,
+                          knowledge=False)
     asyncio.run(serve(config, billing_call_factory(keep=2, every=2)))
 
 

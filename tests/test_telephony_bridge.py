@@ -40,6 +40,7 @@ DATE = dt.date(2026, 11, 30)
 
 def config(**overrides: Any) -> ServerConfig:
     stack = overrides.pop("stack", AudioStack.named("fake").with_script(LINES))
+    overrides.setdefault("knowledge", False)  # bad-input tests need no retrieval (the e2e test keeps it)
     return ServerConfig(port=0, stack=stack, idle_timeout_secs=None, handshake_timeout_secs=2.0, **overrides)
 
 

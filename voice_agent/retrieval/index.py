@@ -349,3 +349,16 @@ def _write_cache(root: Path, key: str, ids: list[str], vectors: FloatArray) -> N
         os.replace(tmp_meta, meta_path)
     except OSError:
         return
+
+
+_shared: HybridIndex | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_index() -> HybridIndex:
+    """The knowledge base index, loaded once per process (from its on-disk cache when fresh)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = HybridIndex.load()
+        return _shared

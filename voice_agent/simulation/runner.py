@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import functools
 import multiprocessing
 import sys
 from collections.abc import Callable, Sequence
@@ -18,7 +17,7 @@ from pipecat.services.llm_service import LLMService
 from processors.speculative_retrieval import SpeculativeRetrieval
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
-from voice_agent.retrieval.index import HybridIndex
+from voice_agent.retrieval.index import shared_index
 from voice_agent.scenarios import Scenario
 from voice_agent.session import CallSession, SessionConfig, TurnRecord
 from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
@@ -102,12 +101,6 @@ class SimulationPlan:
         return CallSession(domain, config, tracked, call_id=f"{self.scenario.id}-{policy.value}-{run}")
 
 
-@functools.cache
-def knowledge_index() -> HybridIndex:
-    """The knowledge base index, loaded (from its on-disk cache when fresh) once per process."""
-    return HybridIndex.load()
-
-
 TurnHook = Callable[[PolicyName, int, CallSession, TurnRecord], None]
 
 
@@ -127,7 +120,7 @@ async def run_once(
             on_turn(policy, run, session, record)
 
     llm = plan.llm_factory(domain) if plan.llm_factory is not None else None
-    before_user = [SpeculativeRetrieval(session, knowledge_index())] if plan.knowledge else []
+    before_user = [SpeculativeRetrieval(session, shared_index())] if plan.knowledge else []
     await run_text_call(session, caller_lines(plan.scenario), words_per_second=plan.words_per_second,
                         on_turn=turn_hook, llm=llm, before_user=before_user)
     return outcome_of(session, plan.facts)

@@ -53,6 +53,9 @@ def serve_command(
         Path | None, typer.Option("--transcripts", help="Write each call's transcript (JSON) here.")
     ] = None,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="SIGTERM: seconds calls may take.")] = 30.0,
+    knowledge: Annotated[
+        bool, typer.Option("--knowledge/--no-knowledge", help="Retrieve from config/knowledge for each caller turn.")
+    ] = True,
 ) -> None:
     """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call."""
     from voice_agent.settings import SettingsError, load_settings
@@ -74,7 +77,7 @@ def serve_command(
         host=host, port=port, provider=chosen, public_url=public_url,
         production=production or os.environ.get("VOICE_AGENT_PRODUCTION") == "1",
         credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=_stack("serve", stack),
-        transcript_dir=transcripts, drain_timeout_secs=drain_timeout,
+        transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge,
     )
 
     def llm_for(domain: Any) -> Any:

@@ -181,7 +181,17 @@ def make_serializer(start: StreamStart, credentials: HangupCredentials) -> Any:
     """pipecat's serializer for the call; auto hang-up only when the provider's credentials are set.
 
     Without credentials the call is left to the caller or the provider to end (logged once per provider).
+    Inbound audio is up-sampled by :class:`~voice_agent.telephony.resampling.LowLatencyResampler`
+    (pipecat's default holds back up to 100 ms of the caller's audio, which every reply waits for).
     """
+    from voice_agent.telephony.resampling import use_low_latency_input
+
+    serializer = _provider_serializer(start, credentials)
+    use_low_latency_input(serializer)
+    return serializer
+
+
+def _provider_serializer(start: StreamStart, credentials: HangupCredentials) -> Any:
     hang_up = credentials.can_hang_up(start.provider)
     if not hang_up and start.provider not in _hangup_notice_logged:
         _hangup_notice_logged.add(start.provider)

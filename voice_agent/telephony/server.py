@@ -40,10 +40,12 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from processors.speculative_retrieval import SpeculativeRetrieval
 from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
+from voice_agent.retrieval.index import shared_index
 from voice_agent.session import CallSession
 from voice_agent.telephony.bridge import GuardedSerializer, GuardedWebSocket
 from voice_agent.telephony.calls import CallFactory, CallParts
@@ -122,6 +124,7 @@ class ServerConfig:
     transcript_dir: Path | None = None
     stack: AudioStack = field(default_factory=AudioStack)
     socket_send_buffer: int | None = None
+    knowledge: bool = True
 
     def validate(self) -> None:
         """Checks the combination of settings.
@@ -539,7 +542,11 @@ class VoiceBridge:
             llm.add_event_handler("on_reask", reask)
         call = build_call_pipeline(
             session, llm,
-            before_user=[transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes, name="spoken-ids")],
+            before_user=[
+                transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes, name="spoken-ids"),
+                # Whisper gives no interims: retrieval then simply runs at the final transcript.
+                *([SpeculativeRetrieval(session, shared_index(), name="retrieval")] if self.config.knowledge else []),
+            ],
             tts=[audio.tts, transport.output()],
             user_turn_strategies=audio.turn_strategies, user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
         )
@@ -580,6 +587,8 @@ class VoiceBridge:
         parser's language data (seconds on a busy machine), inside a caller's turn.
         """
         self.config.stack.warm_up()
+        if self.config.knowledge:
+            shared_index()  # a first run embeds the knowledge base (seconds); later runs read the cache
         try:
             parts = self.factory("warm-up")
             brain = parts.session.domain.make_brain()
