@@ -31,6 +31,7 @@ from voice_agent.core.policy import ContextPolicy
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tokens import estimate_message_tokens
 from voice_agent.core.transcript import ToolOutcome
+from voice_agent.stats import percentile
 
 SYSTEM = "You are a billing support agent on a phone call. Be brief, confirm values, never guess identifiers." * 2
 SUMMARY_BYTES = 2048
@@ -67,11 +68,6 @@ def make_state(turns: int, ledger_entries: int = 20) -> CallState:
     return state
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def bench_assembly() -> None:
     config = AssemblerConfig(system_prompt=SYSTEM, hard_constraints=("Never read back a full card number.",),
                              summary_max_tokens=600)
@@ -87,7 +83,8 @@ def bench_assembly() -> None:
             t0 = time.perf_counter_ns()
             ctx = assembler.build(state)
             samples.append((time.perf_counter_ns() - t0) / 1000)
-        print(f"{turns:>6} {percentile(samples, 0.5):>9.1f} {percentile(samples, 0.99):>9.1f} {ctx.total_tokens:>7}")
+        p50, p99 = percentile(samples, 0.5) or 0.0, percentile(samples, 0.99) or 0.0
+        print(f"{turns:>6} {p50:>9.1f} {p99:>9.1f} {ctx.total_tokens:>7}")
 
 
 def pipecat_tokens_per_request(turns: int) -> list[int]:

@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:
 from voice_agent.retrieval.index import HybridIndex  # noqa: E402
 from voice_agent.retrieval.speculative import SpeculativeConfig, SpeculativeRetriever, TurnRetrieval  # noqa: E402
 from voice_agent.scenarios import list_scenarios, load_scenario  # noqa: E402
+from voice_agent.stats import percentile  # noqa: E402
 
 
 @dataclass
@@ -52,14 +53,6 @@ class ModeRun:
     retrievals: int = 0
     cpu_s: float = 0.0
     wall_s: float = 0.0
-
-
-def percentile(samples: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``samples``, nearest rank; 0 for no samples."""
-    if not samples:
-        return 0.0
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def caller_lines() -> list[tuple[str, list[str]]]:
@@ -109,7 +102,7 @@ def report(spec: ModeRun, base: ModeRun) -> list[str]:
         return f"  {label:<56} {a:>16} {b:>20}"
 
     def ms(values: Sequence[float]) -> str:
-        return f"{statistics.median(values):.3f} / {percentile(values, 0.95):.3f}" if values else "-"
+        return f"{statistics.median(values):.3f} / {percentile(values, 0.95) or 0.0:.3f}" if values else "-"
 
     lines = [row("", spec.name, base.name), row("-" * 56, "-" * 16, "-" * 20)]
     for run_label, pick in (("all turns", range(turns)), ("knowledge-needing turns", needing)):

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voice_agent.stats import percentile
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -58,15 +60,6 @@ class RunStats:
     server_rss_mb: float = 0.0
     rss_per_call_mb: float = 0.0
     wall_secs: float = 0.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (0 for no values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
 
 
 def free_port() -> int:
@@ -141,8 +134,9 @@ async def load_level(url: str, pid: int, calls: int, lines: list[str], voice: An
     stats.turns = calls * len(lines)
     stats.replies = len(latencies)
     added = [max(0.0, v - vad_wait_ms) for v in latencies]
-    stats.p50_ms, stats.p95_ms, stats.p99_ms = (percentile(latencies, q) for q in (50, 95, 99))
-    stats.added_p50_ms, stats.added_p95_ms, stats.added_p99_ms = (percentile(added, q) for q in (50, 95, 99))
+    stats.p50_ms, stats.p95_ms, stats.p99_ms = (percentile(latencies, q) or 0.0 for q in (0.5, 0.95, 0.99))
+    added_quantiles = (percentile(added, q) or 0.0 for q in (0.5, 0.95, 0.99))
+    stats.added_p50_ms, stats.added_p95_ms, stats.added_p99_ms = added_quantiles
     stats.server_rss_mb = peak_rss / 2**20
     stats.rss_per_call_mb = (peak_rss - idle_rss) / 2**20 / calls
     return stats

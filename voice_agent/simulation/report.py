@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voice_agent.session import CallSession
+from voice_agent.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -95,13 +96,6 @@ def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome
     )
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[TrackedFact]) -> dict[str, Any]:
     """Aggregates the runs of one policy.
 
@@ -131,7 +125,7 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
         "unledgered_executed": sum(o.unledgered_executed for o in outcomes),
         "executed_calls": sum(o.executed_calls for o in outcomes),
         "output_blocks": sum(o.output_blocks for o in outcomes),
-        "latency_ms": {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95)},
+        "latency_ms": {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95)},
         "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
         "drop_log": [{"run": run, **event} for run, o in enumerate(outcomes) for event in o.drop_log],
         "retrieval": _retrieval_summary(outcomes),
@@ -150,8 +144,8 @@ def _retrieval_summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any] | None:
         "turns_with_chunks": len(injected),
         "hit_rate": len(hits) / len(injected) if injected else None,
         "critical_path_ms": {
-            "p50": _percentile([float(t["critical_path_ms"]) for t in turns], 0.5),
-            "p95": _percentile([float(t["critical_path_ms"]) for t in turns], 0.95),
+            "p50": percentile([float(t["critical_path_ms"]) for t in turns], 0.5),
+            "p95": percentile([float(t["critical_path_ms"]) for t in turns], 0.95),
         },
         "first_run": outcomes[0].retrieval if outcomes else [],
     }
