@@ -390,3 +390,13 @@ async def test_without_known_facts_the_account_is_asked_for_again_on_31() -> Non
     run = await replay("billing_dispute", no_known_facts)
     assert (31, "account_id") in run.asks
     assert not any(tool == "issue_credit" and exchange == 31 for exchange, tool, _ in run.actions)
+
+
+def test_dispute_request_survives_an_asr_slip() -> None:
+    known = facts("account: ACC-4729-18", "invoice_2026-10: INV-2026-1018")
+    said = user("On need October invoice, Cloudball Pro was charged twice, 1999 each time. "
+                "I went to dispute the duplicate charge.")
+    reply = respond(system(), known, said)
+    assert "open_dispute" in [c.name for c in reply.tool_calls]
+    question = respond(system(), known, user("How long does a dispute usually take to resolve?"))
+    assert "open_dispute" not in [c.name for c in question.tool_calls]

@@ -70,7 +70,11 @@ _CREDIT = re.compile(
 )
 _CALLBACK = re.compile(r"\b(?:call|ring)(?:ing)? (?:me )?back\b|\bcall-?back\b|\bgive me a (?:call|ring)\b")
 _DISPUTE = re.compile(r"\b(?:dispute|contest|challenge)\b")
-_DISPUTE_REQUEST = re.compile(_REQUEST + r"|\b(?:open|raise|file|log|start)\b")
+# "dispute" used as a verb is a request too, whatever comes before it (ASR turns "want" into "went").
+_DISPUTE_REQUEST = re.compile(
+    _REQUEST + r"|\b(?:open|raise|file|log|start)\b|\bto (?:dispute|contest|challenge)\b"
+    r"|\b(?:dispute|contest|challenge) (?:the|this|that|it)\b"
+)
 _LIST = re.compile(
     r"(?:\b(?:pull|bring|look|call) up\b|\b(?:can|could|would) you\b.{0,20}\b(?:check|list|find|get|see)\b|\blist\b)"
     r".{0,30}\b(?:invoices|bills|statements)\b",
