@@ -312,7 +312,3 @@ class CallSession:
         """The agent asked the caller for ``argument``."""
         if self.current is not None:
             self.current.reasks.append(argument)
-
-    def tool_names(self) -> Sequence[str]:
-        """The domain's tool names."""
-        return [t.name for t in self.domain.tools]

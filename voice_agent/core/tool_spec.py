@@ -6,8 +6,7 @@ parameter's name; the guards and the harvest read these marks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -78,7 +77,6 @@ class ToolSpec:
     params: tuple[ToolParam, ...] = ()
     mutates: bool = False
     harvest: tuple[HarvestField, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def params_of(self, kind: ParamKind) -> list[ToolParam]:
         """Parameters of ``kind``."""

@@ -27,7 +27,7 @@ CHUNK = 25
 """Runs per task handed to a worker process: small enough for a smooth progress bar."""
 
 
-def tracked_facts(scenario: Scenario) -> list[TrackedFact]:
+def scenario_facts(scenario: Scenario) -> list[TrackedFact]:
     """The scenario's facts with exchange turns and the tool argument each value fills."""
     out = []
     for fact in scenario.facts:
@@ -89,7 +89,7 @@ class SimulationPlan:
             raise ValueError(f"--runs must be at least 1, got {self.runs}")
         if not 0.0 <= self.retention <= 1.0:
             raise ValueError(f"--retention must lie in [0, 1], got {self.retention}")
-        self.facts = tracked_facts(self.scenario)
+        self.facts = scenario_facts(self.scenario)
 
     def session(self, domain: Domain, policy: PolicyName, run: int) -> CallSession:
         """A fresh session for one run."""

@@ -235,7 +235,7 @@ async def run_audio_simulation(
         AudioModelError: A model is missing.
     """
     from voice_agent.scenarios import load_scenario
-    from voice_agent.simulation.runner import tracked_facts
+    from voice_agent.simulation.runner import scenario_facts
     from voice_agent.telephony.calls import billing_call_factory
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
     from voice_agent.telephony.server import ServerConfig, running_bridge
@@ -243,7 +243,7 @@ async def run_audio_simulation(
     record = load_scenario(scenario)
     lines = [t.text for t in record.turns if t.speaker == "caller"]
     audio_stack = AudioStack.named(stack).with_script(lines)
-    facts = tracked_facts(record)
+    facts = scenario_facts(record)
     factory = billing_call_factory(keep=keep, every=every, reference_date=record.reference_date or dt.date.today(),
                                    tracked_facts={f.key: f.forms for f in facts})
     synth = caller_voice(TtsKind(voice))
