@@ -14,8 +14,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from voice_agent.session import CallSession, TurnRecord
-from voice_agent.telemetry import emit_turn_span
+from voice_agent.call_telemetry import emit_turn_span
+from voice_agent.session import CallSession
 
 
 class TurnLog(FrameProcessor):
@@ -25,7 +25,7 @@ class TurnLog(FrameProcessor):
     after the output transport in audio mode.
 
     Event handlers:
-        on_turn_completed(processor, record): the agent finished its answer to a turn.
+        on_turn_completed(processor, turn): the agent finished its answer to turn ``turn``.
         on_interrupted(processor): an interruption reached the end of the output side.
 
     Args:
@@ -79,8 +79,8 @@ class TurnLog(FrameProcessor):
         # layer records each as cancelled when its handler is stopped.
 
     async def _complete(self) -> None:
-        record: TurnRecord | None = self._session.current
-        if record is None:
+        turn = self._session.turn
+        if turn < 1:
             return
-        emit_turn_span(self._session, record)
-        await self._call_event_handler("on_turn_completed", record)
+        emit_turn_span(self._session, turn)
+        await self._call_event_handler("on_turn_completed", turn)

@@ -96,7 +96,17 @@ def simulate(
     policy: Annotated[
         str, typer.Option("--policy", help="lanes, rolling, window, all, or a comma list (default: lanes,rolling).")
     ] = "lanes,rolling",
-    retention: Annotated[float, typer.Option("--retention", help="R of the fault-injecting summarizer.")] = 0.9,
+    retention: Annotated[
+        float, typer.Option("--retention", help="R of the simulation's fault model over the extractive summarizer.")
+    ] = 0.9,
+    summarizer: Annotated[
+        str, typer.Option("--summarizer", help="fault (the simulation's seeded fault model, default) or settings "
+                          "(the configured summarizer, as a served call runs it).")
+    ] = "fault",
+    paraphrased: Annotated[
+        bool, typer.Option("--paraphrased/--scripted-only",
+                           help="Also play the paraphrased variants (config/scenarios/paraphrases/).")
+    ] = True,
     runs: Annotated[int, typer.Option("--runs", help="Runs per policy (run r uses seed S+r).")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
     keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
@@ -134,14 +144,16 @@ def simulate(
         return
     if modality != "text":
         fail(f"--modality takes text or audio; got {modality!r}")
-    from loguru import logger
     from rich.progress import Progress
 
+    from voice_agent import paraphrases
     from voice_agent.domains.billing import billing_domain
     from voice_agent.policies import PolicyName
     from voice_agent.scenarios import load_scenario
+    from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.simulation.console import console, print_comparison, print_turn
     from voice_agent.simulation.runner import SimulationPlan, run_plan
+    from voice_agent.telemetry import install_telemetry
 
     names = [p.value for p in PolicyName] if policy == "all" else [p.strip() for p in policy.split(",") if p.strip()]
     unknown = [n for n in names if n not in {p.value for p in PolicyName}]
@@ -150,26 +162,35 @@ def simulate(
     with_knowledge = runs == 1 if knowledge is None else knowledge
     if with_knowledge and pace == 0.0:
         pace = 10.0  # interims must arrive slower than the retrieval debounce for speculation to run
-    llm_factory = None
-    if llm != "reference":
-        llm_factory = _hosted_llm_factory(llm)
+    if summarizer not in ("fault", "settings"):
+        fail(f"--summarizer takes fault or settings; got {summarizer!r}")
     try:
-        plan = SimulationPlan(load_scenario(scenario), billing_domain, [PolicyName(n) for n in names], runs,
-                              retention, seed, keep, every, pace, llm_factory, with_knowledge)
+        settings = with_overrides(load_settings(), policy={"keep": keep, "every": every})
+        telemetry = install_telemetry(settings.telemetry)
+    except SettingsError as exc:
+        fail(str(exc))
+    llm_factory = None
+    if llm != "reference" or settings.llm.provider != "reference":
+        llm_factory = _hosted_llm_factory(llm if llm != "reference" else settings.llm.provider)
+    try:
+        record = load_scenario(scenario)
+        variants = paraphrases.variants(record) if paraphrased and paraphrases.available(record.id) else []
+        plan = SimulationPlan(record, variants, billing_domain, [PolicyName(n) for n in names], settings, runs,
+                              retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    logger.remove()
-    logger.add(sys.stderr, level="ERROR")
     live = not quiet
 
-    def on_turn(p: PolicyName, run: int, session: Any, record: Any) -> None:
+    def on_turn(p: PolicyName, run: int, parts: Any, record: Any) -> None:
         if live and run == 0 and (runs == 1 or p is plan.policies[0]):
-            print_turn(p.value, session, record)
+            print_turn(p.value, parts.session, record)
 
-    with Progress(console=console, transient=True, disable=runs == 1) as progress:
-        bars = {p: progress.add_task(f"{p.value} runs", total=runs) for p in plan.policies}
+    with Progress(console=console, transient=True, disable=runs == 1 and not variants) as progress:
+        bars = {(side, p): progress.add_task(f"{p.value} {side} runs", total=runs)
+                for side in plan.sides for p in plan.policies}
         report = run_plan(plan, jobs=jobs or os.cpu_count() or 1, on_turn=on_turn,
-                          on_runs=lambda p, n: progress.advance(bars[p], n))
+                          on_runs=lambda side, p, n: progress.advance(bars[(side, p)], n))
+    telemetry.shutdown()
     print_comparison(report)
     if trace_path:
         from voice_agent.evaluation.compaction_safety import record_trace
@@ -183,6 +204,10 @@ def simulate(
         with open(json_path, "w") as handle:
             json.dump(report, handle, indent=2)
         console.print(f"report written to {json_path}")
+    if report["failed_runs"]:
+        failed = next((p["first_failure"] for side in report["sides"].values() for p in side.values()
+                       if p["first_failure"]), "see the report")
+        fail(f"{report['failed_runs']} simulated call(s) failed: {failed}", code=1)
 
 
 def _simulate_audio(scenario: str, keep: int, every: int, stack: str, speed: float) -> None:
@@ -250,11 +275,12 @@ _mount_subcommands()
 
 def main() -> None:
     """Console-script entry point."""
-    from loguru import logger
+    from voice_agent.telemetry import install_log_redaction
 
-    # pipecat logs at INFO on import; a CLI user wants warnings and errors only.
-    logger.remove()
-    logger.add(sys.stderr, level="WARNING")
+    # pipecat logs at INFO on import; a CLI user wants warnings and errors only. Raising the level
+    # (VOICE_AGENT_LOG_LEVEL=DEBUG) never prints caller values: pipecat's lines are redacted.
+    include_pii = os.environ.get("VOICE_AGENT_TELEMETRY__INCLUDE_PII", "").lower() in ("1", "true", "yes")
+    install_log_redaction(os.environ.get("VOICE_AGENT_LOG_LEVEL", "WARNING").upper(), include_pii=include_pii)
     app()
 
 

@@ -47,7 +47,7 @@ import datetime as dt
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -64,15 +64,14 @@ from pipecat.runner.utils import create_transport
 from pipecat.services.llm_service import LLMService
 from pipecat.workers.runner import WorkerRunner
 
-from voice_agent.core.guards.output_guard import OutputGuardConfig
-from voice_agent.domains.billing import billing_domain
+from voice_agent.call_factory import CallParts, build_call
+from voice_agent.domains.base import Domain
 from voice_agent.pipeline import build_call_pipeline
 from voice_agent.policies import PolicyName
-from voice_agent.policies.base import PolicySummarizer
-from voice_agent.services.factory import make_llm, make_summarizer
+from voice_agent.services.factory import make_llm
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.session import CallSession, SessionConfig, TurnRecord
-from voice_agent.settings import Settings, SettingsError, load_settings
+from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
+from voice_agent.telemetry import install_telemetry
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -143,42 +142,19 @@ class EvalBotOptions:
     """How every call the bot serves is set up.
 
     Attributes:
-        settings: Validated start-up settings (LLM provider, summarizer).
-        session: Policy, K, S and the reference date of each call.
+        settings: Validated settings, command-line overrides applied: every call is built from them
+            by :func:`voice_agent.call_factory.build_call`.
         stream_delay: Reference agent only: seconds between streamed words, so a
             ``send_after`` barge-in can cut a reply mid-sentence.
     """
 
     settings: Settings
-    session: SessionConfig
     stream_delay: float = DEFAULT_STREAM_DELAY
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvalBotOptions:
-        """Options that follow the settings alone.
-
-        Args:
-            settings: Validated settings, e.g. from :func:`~voice_agent.settings.load_settings`.
-
-        Returns:
-            The options; the summarizer's retention and seed come from ``settings.summarizer``.
-        """
-        guard = settings.output_guard
-        session = SessionConfig(
-            policy=PolicyName(settings.policy.name),
-            keep=settings.policy.keep,
-            every=settings.policy.every,
-            retention=settings.summarizer.retention,
-            seed=settings.summarizer.seed,
-            reference_date=settings.call.reference_date,
-            ledger_capacity=settings.call.ledger_capacity,
-            output_guard=OutputGuardConfig(
-                max_credit=guard.max_credit,
-                late_max_credit=guard.late_max_credit,
-                strict_after_turn=guard.strict_after_turn,
-            ),
-        )
-        return cls(settings=settings, session=session)
+        """Options that follow the settings alone."""
+        return cls(settings=settings)
 
 
 _options: EvalBotOptions | None = None
@@ -192,27 +168,13 @@ def _default_options() -> EvalBotOptions:
     return _options
 
 
-def _make_llm(options: EvalBotOptions, session: CallSession) -> LLMService[Any]:
-    if options.settings.llm.provider == "reference":
-        llm: LLMService[Any] = ReferenceLLMService(session.domain.make_brain(), stream_delay=options.stream_delay)
-    else:
-        llm = make_llm(options.settings, session.domain)
-    if isinstance(llm, ReferenceLLMService):
+def _make_call(options: EvalBotOptions, call_id: str) -> CallParts:
+    def llm_for(domain: Domain) -> LLMService[Any]:
+        if options.settings.llm.provider == "reference":
+            return ReferenceLLMService(domain.make_brain(), stream_delay=options.stream_delay)
+        return make_llm(options.settings, domain)
 
-        async def _reask(_: Any, argument: str) -> None:
-            session.note_reask(argument)
-
-        llm.add_event_handler("on_reask", _reask)
-    return llm
-
-
-def _make_session(options: EvalBotOptions, call_id: str) -> tuple[CallSession, LLMService[Any]]:
-    domain = billing_domain()
-    summarizer: PolicySummarizer | None = None
-    if options.settings.summarizer.kind == "llm":
-        summarizer = make_summarizer(options.settings, {})
-    session = CallSession(domain, options.session, call_id=call_id, summarizer=summarizer)
-    return session, _make_llm(options, session)
+    return build_call(options.settings, call_id, llm_factory=llm_for)
 
 
 async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None:
@@ -225,7 +187,8 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     """
     transport = await create_transport(runner_args, {"eval": lambda: EvalTransportParams()})
     call_id = f"eval-{runner_args.session_id or uuid.uuid4().hex[:8]}"
-    session, llm = _make_session(options, call_id)
+    parts = _make_call(options, call_id)
+    session, llm = parts.session, parts.llm
     call = build_call_pipeline(session, llm, before_user=[transport.input()], tts=[transport.output()])
     # The worker prepends the RTVI processor and adds its observer: the harness is an RTVI client.
     worker = PipelineWorker(
@@ -236,9 +199,10 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
         name=call_id,
     )
 
-    async def _on_turn(_log: Any, record: TurnRecord) -> None:
-        logger.info("{}: turn {}: caller={!r} agent={!r} ran={}{}", call_id, record.turn, record.caller,
-                    " ".join(record.agent), record.executed, " (interrupted)" if record.interrupted else "")
+    async def _on_turn(_log: Any, turn: int) -> None:
+        # Names and counts only: caller words are PII.
+        ran = [e.tool_name for e in session.state.transcript.in_turns(turn, turn) if e.tool_name and e.result is None]
+        logger.info("{}: turn {} done; tools called: {}", call_id, turn, ran)
 
     call.turn_log.add_event_handler("on_turn_completed", _on_turn)
 
@@ -249,13 +213,13 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     transport.add_event_handler("on_client_disconnected", _on_disconnected)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
-    logger.info("{}: call started (policy={}, K={}, S={})", call_id, options.session.policy.value,
-                options.session.keep, options.session.every)
+    logger.info("{}: call started (policy={}, K={}, S={})", call_id, session.config.policy.value,
+                session.config.keep, session.config.every)
     try:
         await runner.run()
     finally:
         session.close()
-        logger.info("{}: call ended after {} turn(s)", call_id, len(session.turns))
+        logger.info("{}: call ended after {} turn(s)", call_id, session.turn)
 
 
 async def bot(runner_args: RunnerArguments) -> None:
@@ -324,29 +288,22 @@ def options_from_args(args: argparse.Namespace) -> EvalBotOptions:
     Raises:
         SettingsError: When the settings are invalid or an override is out of range.
     """
-    options = EvalBotOptions.from_settings(load_settings(args.settings))
     for name in ("keep", "every"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise SettingsError(f"--{name} must be at least 1, got {value}")
-    session = options.session
-    session = replace(
-        session,
-        policy=PolicyName(args.policy) if args.policy else session.policy,
-        keep=args.keep if args.keep is not None else session.keep,
-        every=args.every if args.every is not None else session.every,
-        reference_date=args.reference_date or session.reference_date,
-    )
     if args.stream_delay < 0:
         raise SettingsError(f"--stream-delay must not be negative, got {args.stream_delay}")
-    settings = options.settings
+    settings = with_overrides(
+        load_settings(args.settings),
+        policy={"name": args.policy, "keep": args.keep, "every": args.every},
+        call={"reference_date": args.reference_date},
+    )
+    options = EvalBotOptions(settings=settings, stream_delay=args.stream_delay)
     # Fail at start-up, in one line, rather than on every connection: a hosted LLM without its
     # key or SDK, or an llm summarizer without a hosted LLM (no network is touched here).
-    if settings.llm.provider != "reference":
-        make_llm(settings, billing_domain())
-    if settings.summarizer.kind == "llm":
-        make_summarizer(settings, {})
-    return replace(options, session=session, stream_delay=args.stream_delay)
+    _make_call(options, "settings-check")
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -364,10 +321,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    session = _options.session
-    logger.info("eval bot on ws://{}:{}{} (policy={}, K={}, S={}, today={}, llm={})", args.host, args.port,
-                WS_ROUTE, session.policy.value, session.keep, session.every, session.reference_date.isoformat(),
-                _options.settings.llm.provider)
+    settings = _options.settings
+    install_telemetry(settings.telemetry)
+    logger.info("eval bot on ws://{}:{}{} (policy={}, K={}, S={}, today={}, llm={}, summarizer={})", args.host,
+                args.port, WS_ROUTE, settings.policy.name, settings.policy.keep, settings.policy.every,
+                settings.call.reference_date.isoformat(), settings.llm.provider, settings.summarizer.kind)
     config = uvicorn.Config(create_app(_options), host=args.host, port=args.port, log_level="warning",
                             ws="websockets-sansio", lifespan="off")
     asyncio.run(uvicorn.Server(config).serve())

@@ -51,6 +51,10 @@ class Fact(_Record):
         other_values_stated_for_slot: Earlier values the caller later replaced (a stale-value trap).
         prose_limit_phrase: Stated with "until", "till", "no later than".
         subkind: Finer kind ("place", "date", "time"...), when the source gives one.
+        ask_cues: Words of an agent question that asks for this fact ("account number"); a recorder
+            counts such a question after the fact was stated as a re-ask (our extension).
+        rejected_option: The option the caller ruled out ("Tuesday"); a recorder counts the agent
+            offering it again (our extension).
     """
 
     key: str
@@ -63,6 +67,8 @@ class Fact(_Record):
     other_values_stated_for_slot: list[str] = Field(default_factory=list)
     prose_limit_phrase: bool = False
     subkind: str | None = None
+    ask_cues: list[str] = Field(default_factory=list)
+    rejected_option: str | None = None
 
 
 class Action(_Record):

@@ -70,16 +70,18 @@ class SummarizerConfig(_Section):
     """The summary-lane summarizer.
 
     Attributes:
-        kind: ``fault`` (seeded, known retention, for simulation) or ``llm`` (the conversation LLM).
-        retention: Per-pass retention R of the ``fault`` summarizer, in [0, 1].
-        seed: Seeds the ``fault`` summarizer.
+        kind: ``extractive`` (offline, deterministic, no model) or ``llm`` (the conversation LLM, or
+            one built from the ``llm`` section). The fault-injecting summarizer of the simulation is
+            not a choice here: a configured call never runs it.
+        max_lines: ``extractive``: newest lines kept per summary section.
+        max_words: ``extractive``: words kept per line.
         timeout_secs: Longest an ``llm`` summary pass may take before the previous summary is kept.
         max_tokens: Output token budget of one ``llm`` summary pass.
     """
 
-    kind: Literal["fault", "llm"] = "fault"
-    retention: float = Field(default=0.9, ge=0.0, le=1.0)
-    seed: int = 0
+    kind: Literal["extractive", "llm"] = "extractive"
+    max_lines: int = Field(default=12, ge=1)
+    max_words: int = Field(default=30, ge=1)
     timeout_secs: float = Field(default=20.0, gt=0.0)
     max_tokens: int = Field(default=1024, ge=1)
 
@@ -279,6 +281,30 @@ def with_provider(settings: Settings, provider: str) -> Settings:
     return _with_api_key(settings.model_copy(update={"llm": llm}))
 
 
+def with_overrides(settings: Settings, **sections: Mapping[str, Any]) -> Settings:
+    """``settings`` with some keys of some sections replaced (command-line flags over the file).
+
+    Example: ``with_overrides(s, policy={"name": "rolling", "keep": 4})``. None values are ignored,
+    so unset flags keep the configured value.
+
+    Raises:
+        SettingsError: A section or key is unknown, or a value is invalid (one line).
+    """
+    data = settings.model_dump()
+    for section, values in sections.items():
+        if section not in data:
+            raise SettingsError(f"settings: unknown section {section!r}")
+        data[section].update({k: v for k, v in values.items() if v is not None})
+    if settings.llm.api_key is not None:
+        data["llm"]["api_key"] = settings.llm.api_key
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SettingsError(f"settings: {where} is invalid: {first['msg']}") from None
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Loads and validates the settings.
 
@@ -314,6 +340,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
         # The reference brain cannot write summaries; fail now rather than at the first regeneration.
         raise SettingsError(
             "settings: summarizer.kind=llm needs a hosted llm.provider "
-            "(set llm.provider=openai|anthropic|google, or summarizer.kind=fault)"
+            "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
         )
     return _with_api_key(settings)

@@ -35,6 +35,23 @@ class DropEvent:
         }
 
 
+@dataclass(frozen=True)
+class SummaryPass:
+    """One summary regeneration as it happened: what went in, what came out, and its drop event.
+
+    Attributes:
+        turn: The turn at whose start it ran.
+        text_in: The previous summary plus the turns handed over, as the summarizer received them.
+        text_out: The new summary, as the model will read it.
+        event: The call's own accounting of ledger and slot keys in and out.
+    """
+
+    turn: int
+    text_in: str
+    text_out: str
+    event: DropEvent
+
+
 def facts_present(text: str, tracked: Mapping[str, str]) -> frozenset[str]:
     """Keys of ``tracked`` (key -> exact value) whose value appears verbatim in ``text``."""
     return frozenset(key for key, value in tracked.items() if value and value in text)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -38,6 +38,16 @@ class EpisodeSummary(BaseModel):
     def is_empty(self) -> bool:
         """True when nothing has been summarized yet."""
         return not (self.established or self.rejected or self.decided or self.pending or self.commitments)
+
+    def map_text(self, fn: Callable[[str], str]) -> EpisodeSummary:
+        """A copy with ``fn`` applied to every line of every section (items, reasons, commitments)."""
+        return self.model_copy(update={
+            "established": [fn(x) for x in self.established],
+            "rejected": [RejectedItem(item=fn(r.item), reason=fn(r.reason)) for r in self.rejected],
+            "decided": [fn(x) for x in self.decided],
+            "pending": [fn(x) for x in self.pending],
+            "commitments": [Commitment(text=fn(c.text), turn=c.turn) for c in self.commitments],
+        })
 
     def render_sections(self) -> list[tuple[str, list[str]]]:
         """The summary as (section, lines) pairs, oldest line first within each section."""

@@ -44,7 +44,7 @@ from voice_agent.evaluation.replay import flat_tracked, make_policy
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy
 from voice_agent.scenarios import Scenario
-from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 
 TRACE_FORMAT = "voice-agent-trace/1"
 CompactionMode = Literal["window", "all"]
@@ -114,19 +114,29 @@ async def record_trace_async(
         every: S.
         domain_factory: Builds the domain; the billing domain by default.
     """
+    from voice_agent.core.drop_log import facts_present
     from voice_agent.domains.billing import billing_domain
-    from voice_agent.simulation.runner import SimulationPlan, caller_lines
+    from voice_agent.settings import load_settings, with_overrides
+    from voice_agent.simulation.runner import SimulationPlan, caller_lines, fault_tracked
     from voice_agent.simulation.text_call import run_text_call
 
     factory = domain_factory or billing_domain
-    plan = SimulationPlan(scenario, factory, [policy], runs=1, retention=retention, seed=seed, keep=keep, every=every)
-    domain = factory()
-    session = plan.session(domain, policy, 0)
-    await run_text_call(session, caller_lines(scenario))
-    return trace_of_state(
-        session.state, scenario=scenario, domain=domain.name, policy=policy.value, retention=retention, seed=seed,
-        tracked_facts={f.key: f.forms for f in plan.facts},
+    settings = with_overrides(load_settings(), policy={"keep": keep, "every": every})
+    plan = SimulationPlan(scenario, [], factory, [policy], settings, runs=1, retention=retention, seed=seed)
+    parts = plan.call(scenario, policy, 0)
+    await run_text_call(parts.session, parts.llm, caller_lines(scenario))
+    trace = trace_of_state(
+        parts.session.state, scenario=scenario, domain=parts.session.domain.name, policy=policy.value,
+        retention=retention, seed=seed, tracked_facts={f.key: f.forms for f in plan.facts},
     )
+    # The scenario's facts through each pass, followed here (the call itself follows only its own lanes).
+    tracked = fault_tracked(plan.facts)
+    trace["drop_log"] = [
+        {"turn": p.turn, "facts_in": sorted(facts_present(p.text_in, tracked)),
+         "facts_out": sorted(facts_present(p.text_out, tracked))}
+        for p in parts.session.summary_passes
+    ]
+    return trace
 
 
 def record_trace(scenario: Scenario, **options: Any) -> dict[str, Any]:
@@ -377,7 +387,7 @@ async def check_trace(
         state.tracker = tracker
         date_guard = DateGuard(reference)
         summarizer = FaultInjectingSummarizer(r, tracked, s)
-        run = _Run(state, make_policy(policy, config, summarizer, date_guard, tracked), dom.make_brain())
+        run = _Run(state, make_policy(policy, config, summarizer, date_guard), dom.make_brain())
         return run, ToolGate({t.name: t for t in dom.tools}, date_guard)
 
     compacted, gate_c = make_run(ForcedCompaction(ctx_policy, mode=mode))

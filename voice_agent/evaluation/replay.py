@@ -51,19 +51,19 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from voice_agent.core.assembler import AssemblerConfig
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.drop_log import DropEvent, facts_present
 from voice_agent.core.guards.date_guard import DateCheck, DateGuard, parse_date_argument
 from voice_agent.core.policy import ContextPolicy, rewrite_schedule
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.policies import PolicyName
-from voice_agent.policies.base import Policy
+from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
 from voice_agent.scenarios import Action, Fact, Scenario, load_call_records
-from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 
 ReplayMode = Literal["caller", "all"]
 HarvestMode = Literal["all", "ids"]
@@ -401,15 +401,14 @@ class RecordReplay:
 
 
 def make_policy(
-    name: PolicyName, config: AssemblerConfig, summarizer: FaultInjectingSummarizer, date_guard: DateGuard,
-    tracked: dict[str, str],
+    name: PolicyName, config: AssemblerConfig, summarizer: PolicySummarizer, date_guard: DateGuard
 ) -> Policy:
     """The policy ``name``, built as the live session builds it."""
     if name is PolicyName.ROLLING:
-        return RollingPolicy(config, summarizer, tracked)
+        return RollingPolicy(config, summarizer)
     if name is PolicyName.WINDOW:
         return WindowPolicy(config)
-    return LanesPolicy(config, summarizer, date_guard, tracked)
+    return LanesPolicy(config, summarizer, date_guard)
 
 
 def assembler_config(record: Scenario) -> AssemblerConfig:
@@ -476,7 +475,8 @@ async def replay_record(
         date_guard = DateGuard(reference)
         gate = ToolGate(specs, date_guard)
         summarizer = FaultInjectingSummarizer(config.retention, tracked, config.seed + index)
-        policy = make_policy(name, assembler_config(record), summarizer, date_guard, tracked)
+        policy = make_policy(name, assembler_config(record), summarizer, date_guard)
+        drops: list[DropEvent] = []
         tokens: dict[int, int] = {}
         timeline: dict[str, list[bool | None]] = {label: [] for label in labels}
 
@@ -512,7 +512,11 @@ async def replay_record(
                 continue
             state.turn = exchange - 1
             state.start_turn(utterance.text)
-            await policy.on_turn_start(state)
+            summary_pass = await policy.on_turn_start(state)
+            if summary_pass is not None:
+                # The record's facts, followed by the harness (the call follows only its own lanes).
+                drops.append(DropEvent(summary_pass.turn, facts_present(summary_pass.text_in, tracked),
+                                       facts_present(summary_pass.text_out, tracked)))
             context = policy.build(state)
             tokens[exchange] = context.total_tokens
             text = context.text()
@@ -523,7 +527,7 @@ async def replay_record(
                 series.append(any(verbatim_in(f, text) for f in forms[label]) if stated else None)
         out.tokens[name.value] = tokens
         out.timeline[name.value] = timeline
-        out.drops[name.value] = list(state.drop_log.events)
+        out.drops[name.value] = drops
     out.arguments = [rows[k] for k in sorted(rows)]
     out.expect = _expect_check(record, decisions)
     return out

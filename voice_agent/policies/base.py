@@ -7,7 +7,7 @@ from typing import Protocol
 
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.summary import Summarizer
 from voice_agent.policies.rolling import TextSummarizer
 
@@ -20,7 +20,7 @@ class Policy(Protocol):
         """``lanes``, ``rolling`` or ``window``."""
         ...
 
-    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Runs the summary regeneration due at the start of ``state.turn``, if any."""
         ...
 

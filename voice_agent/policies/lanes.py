@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, ContextAssembler
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
-from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.summary import Summarizer
 
@@ -20,20 +20,18 @@ class LanesPolicy:
         summarizer: Regenerates the narrative summary.
         date_guard: Shared with the tool gate; its per-utterance extraction cache makes the
             caller-constraint lines cheap on every inference.
-        extra_tracked: Facts to follow in the drop log besides ledger and slots.
     """
 
     name = "lanes"
 
     def __init__(
-        self, assembler_config: AssemblerConfig, summarizer: Summarizer, date_guard: DateGuard,
-        extra_tracked: dict[str, str] | None = None,
+        self, assembler_config: AssemblerConfig, summarizer: Summarizer, date_guard: DateGuard
     ) -> None:
         self.assembler = ContextAssembler(assembler_config)
-        self.compactor = Compactor(summarizer, extra_tracked)
+        self.compactor = Compactor(summarizer)
         self.date_guard = date_guard
 
-    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Regenerates the structured summary when the schedule says so."""
         return await self.compactor.on_turn_start(state)
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from voice_agent.core.assembler import (
+    LANE_ROLE,
     AssembledContext,
     AssemblerConfig,
     Message,
@@ -15,7 +16,7 @@ from voice_agent.core.assembler import (
     retrieved_message,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import DropEvent, facts_present
+from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.transcript import TranscriptEntry
 
 
@@ -33,20 +34,18 @@ class RollingPolicy:
     Args:
         assembler_config: System prompt and hard constraints (the same as for ``lanes``).
         summarizer: The free-text summarizer.
-        tracked: Facts (key -> exact value) followed in the drop log.
     """
 
     name = "rolling"
 
     def __init__(
-        self, assembler_config: AssemblerConfig, summarizer: TextSummarizer, tracked: dict[str, str] | None = None
+        self, assembler_config: AssemblerConfig, summarizer: TextSummarizer
     ) -> None:
         self.config = assembler_config
         self.summarizer = summarizer
-        self.tracked = dict(tracked or {})
         self.summary = ""
 
-    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Folds the turns that left the window into the summary, when the schedule says so."""
         regeneration = state.tracker.on_turn_start(state.turn)
         if regeneration is None:
@@ -54,15 +53,17 @@ class RollingPolicy:
         leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
         text_in = self.summary + "\n" + "\n".join(e.render() for e in leaving)
         self.summary = await self.summarizer.summarize_text(self.summary, leaving)
-        return state.drop_log.record(
-            regeneration.turn, facts_present(text_in, self.tracked), facts_present(self.summary, self.tracked)
-        )
+        # Rolling keeps no ledger or slots, so the call itself follows no facts through the pass.
+        event = state.drop_log.record(regeneration.turn, frozenset(), frozenset())
+        return SummaryPass(regeneration.turn, text_in, self.summary, event)
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, the summary, retrieved chunks, the unsummarized raw turns, constraints."""
         lanes: dict[str, list[Message]] = {
             "system": [{"role": "system", "content": self.config.system_prompt}],
-            "summary": [{"role": "user", "content": f"Conversation summary: {self.summary}"}] if self.summary else [],
+            "summary": (
+                [{"role": LANE_ROLE, "content": f"SUMMARY of earlier turns:\n{self.summary}"}] if self.summary else []
+            ),
             "retrieved": lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved])),
             "recent": entries_to_messages(state.raw_entries()),
             "constraints": lane_of(constraints_message(self.config.hard_constraints)),

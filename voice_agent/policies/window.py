@@ -14,7 +14,7 @@ from voice_agent.core.assembler import (
     retrieved_message,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import DropEvent
+from voice_agent.core.drop_log import SummaryPass
 
 
 class WindowPolicy:
@@ -25,7 +25,7 @@ class WindowPolicy:
     def __init__(self, assembler_config: AssemblerConfig) -> None:
         self.config = assembler_config
 
-    async def on_turn_start(self, state: CallState) -> DropEvent | None:
+    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Nothing to regenerate: older turns simply fall out."""
         return None
 

@@ -15,7 +15,7 @@ from pipecat.services.llm_service import LLMService
 
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
-from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
 
 if TYPE_CHECKING:
@@ -99,37 +99,29 @@ def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
     return make_hosted_llm(settings.llm)
 
 
-def make_summarizer(
-    settings: Settings, tracked: Mapping[str, str], llm: LLMService[Any] | None = None
-) -> FaultInjectingSummarizer | LLMSummarizer:
+def make_summarizer(settings: Settings, llm: LLMService[Any] | None = None) -> ExtractiveSummarizer | LLMSummarizer:
     """The summarizer for both the ``lanes`` and the ``rolling`` policies.
 
     Args:
         settings: Validated settings.
-        tracked: Fact key -> exact value whose fate the ``fault`` summarizer simulates.
         llm: For ``kind = "llm"``: the service to summarize with (e.g. the conversation
-            LLM); None builds a dedicated one from ``settings.llm``.
+            LLM); None, or the reference agent (which cannot write summaries), builds a
+            dedicated one from ``settings.llm``.
 
     Returns:
-        A ``FaultInjectingSummarizer`` or an ``LLMSummarizer``.
+        An ``ExtractiveSummarizer`` (offline default) or an ``LLMSummarizer``.
 
     Raises:
         SettingsError: When ``kind = "llm"`` but no LLM able to run out-of-band inference is available.
     """
     config = settings.summarizer
-    if config.kind == "fault":
-        return FaultInjectingSummarizer(config.retention, tracked, seed=config.seed)
-    if llm is None:
+    if config.kind == "extractive":
+        return ExtractiveSummarizer(ExtractiveConfig(max_lines=config.max_lines, max_words=config.max_words))
+    if llm is None or isinstance(llm, ReferenceLLMService):
         if settings.llm.provider == "reference":
             raise SettingsError(
                 "settings: summarizer.kind=llm needs a hosted llm.provider "
-                "(set llm.provider=openai|anthropic|google, or summarizer.kind=fault)"
+                "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
             )
         llm = make_hosted_llm(settings.llm)
-    elif isinstance(llm, ReferenceLLMService):
-        # The reference brain answers calls, it cannot write summaries (no run_inference).
-        raise SettingsError(
-            "settings: summarizer.kind=llm cannot use the reference LLM "
-            "(set summarizer.kind=fault or a hosted llm.provider)"
-        )
     return LLMSummarizer(llm, timeout_secs=config.timeout_secs, max_tokens=config.max_tokens)

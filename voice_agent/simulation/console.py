@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from voice_agent.session import CallSession, TurnRecord
+from voice_agent.recording.record import TurnRecord
+from voice_agent.session import CallSession
 
-console = Console(highlight=False)
+# Piped output (CI logs, `| tee`) has no terminal width; the side-by-side table needs about 130 columns.
+console = Console(highlight=False, width=max(shutil.get_terminal_size((130, 40)).columns, 130))
 
 
 def _clip(text: str, width: int) -> str:
@@ -34,48 +37,74 @@ def print_turn(policy: str, session: CallSession, record: TurnRecord) -> None:
         notes.append("[red]guard rejected " + ", ".join(f"{r['tool']} ({r['verdict']})" for r in record.rejections)
                      + "[/red]")
     if record.reasks:
-        notes.append("[yellow]asked for " + ", ".join(record.reasks) + "[/yellow]")
+        notes.append("[yellow]asked again for " + ", ".join(record.reasks) + "[/yellow]")
+    if record.unledgered:
+        notes.append("[red]ran with an unsourced identifier: " + ", ".join(
+            f"{u['tool']}.{u['argument']}" for u in record.unledgered) + "[/red]")
+    if record.rejected_offers:
+        notes.append("[yellow]offered a ruled-out option: " + ", ".join(record.rejected_offers) + "[/yellow]")
+    if record.errors:
+        notes.append("[red]error: " + "; ".join(record.errors) + "[/red]")
     if record.output_blocks:
         notes.append("[red]output blocked: " + ", ".join(record.output_blocks) + "[/red]")
     if record.retrieval.get("chunk_ids"):
         r = record.retrieval
         chunks = ", ".join(f"{c} ({score:.2f})" for c, score in zip(r["chunk_ids"], r["scores"], strict=False))
         notes.append(f"[cyan]knowledge {r['status']} ({r['source']}, {r['critical_path_ms']:.2f} ms): {chunks}[/cyan]")
-    if record.drop is not None:
-        dropped = ", ".join(sorted(record.drop.dropped)) or "nothing"
-        notes.append(f"summary pass: {len(record.drop.keys_in)} facts in, dropped {dropped}")
+    if record.summary_pass is not None:
+        lost = sorted(set(record.summary_pass["facts_in"]) - set(record.summary_pass["facts_out"]))
+        notes.append(f"summary pass: {len(record.summary_pass['facts_in'])} facts in, lost {', '.join(lost) or 'none'}")
     if notes:
         console.print("        " + " · ".join(notes))
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
 def print_comparison(report: dict[str, Any]) -> None:
-    """The side-by-side table: facts present at need, re-asks, tokens per request, guard figures."""
-    policies = report["policies"]
-    names = list(policies)
-    title = (f"{report['scenario']}: {report['runs']} run(s) per policy, retention R={report['retention']:g}, "
+    """The side-by-side table, scripted and paraphrased: facts at need (captured, kept), re-asks, tokens, guards."""
+    sides = report["sides"]
+    columns = [(side, name) for side in sides for name in sides[side]]
+    title = (f"{report['scenario']}: {report['runs']} run(s) per policy and side, summarizer: {report['summarizer']}, "
              f"K={report['keep']}, S={report['every']}")
     table = Table(title=title)
     table.add_column("measure")
-    for name in names:
-        table.add_column(name, justify="right")
-    first = policies[names[0]]
+    for side, name in columns:
+        table.add_column(f"{name}\n{side}", justify="right")
+
+    def row(label: str, cell: Any) -> None:
+        table.add_row(label, *[cell(sides[side][name]) for side, name in columns])
+
+    first = sides[columns[0][0]][columns[0][1]]
     for i, fact in enumerate(first["facts"]):
-        label = f"{fact['key']} @ turn {fact['needed_turn']} (said {fact['stated_turn']})"
-        table.add_row(label, *[f"{policies[n]['facts'][i]['present_at_need'] * 100:.1f} %" for n in names])
-    table.add_row("re-asks per call", *[f"{policies[n]['reasks_per_call']:.2f}" for n in names])
-    table.add_row("tokens per request (mean)", *[f"{policies[n]['tokens_per_request']:.0f}" for n in names])
-    table.add_row("guard rejections (all runs)", *[str(policies[n]["guard_rejections"]) for n in names])
-    table.add_row("executed calls with unledgered IDs", *[str(policies[n]["unledgered_executed"]) for n in names])
-    if any(policies[n].get("retrieval") for n in names):
-        def hits(n: str) -> str:
-            r = policies[n].get("retrieval") or {}
+        row(f"{fact['key']} @ turn {fact['needed_turn']} (said {fact['stated_turn']})",
+            lambda p, i=i: _pct(p["facts"][i]["present_at_need"]))
+        row("  captured (in KNOWN FACTS or summary)", lambda p, i=i: _pct(p["facts"][i]["captured"]))
+        row("  kept once captured", lambda p, i=i: _pct(p["facts"][i]["kept_once_captured"]))
+    row("re-asks per call", lambda p: f"{p['reasks_per_call']:.2f}")
+    row("ruled-out options offered again", lambda p: str(p["rejected_offers"]))
+    row("tokens per request (mean)", lambda p: f"{p['tokens_per_request']:.0f}")
+    row("guard rejections (all runs)", lambda p: str(p["guard_rejections"]))
+    row("executed calls with unledgered IDs", lambda p: str(p["unledgered_executed"]))
+    row("failed calls (errors, no answer)", lambda p: str(p["failed_runs"]))
+    if any(p.get("retrieval") for side in sides.values() for p in side.values()):
+        def hits(p: dict[str, Any]) -> str:
+            r = p.get("retrieval") or {}
             rate = r.get("hit_rate")
             return "-" if rate is None else f"{rate * 100:.0f} % of {r['turns_with_chunks']} turns"
 
-        table.add_row("knowledge served from speculation", *[hits(n) for n in names])
-        table.add_row("retrieval on the critical path p50", *[
-            f"{(policies[n].get('retrieval') or {}).get('critical_path_ms', {}).get('p50') or 0:.2f} ms"
-            for n in names])
-    table.add_row("first-response latency p50 / p95", *[
-        f"{policies[n]['latency_ms']['p50'] or 0:.1f} / {policies[n]['latency_ms']['p95'] or 0:.1f} ms" for n in names])
+        row("knowledge served from speculation", hits)
+        row("retrieval on the critical path p50",
+            lambda p: f"{(p.get('retrieval') or {}).get('critical_path_ms', {}).get('p50') or 0:.2f} ms")
+    row("first-response latency p50 / p95",
+        lambda p: f"{p['latency_ms']['p50'] or 0:.1f} / {p['latency_ms']['p95'] or 0:.1f} ms")
     console.print(table)
+    if report.get("variants"):
+        console.print(f"paraphrased: {', '.join(report['variants'])} (config/scenarios/paraphrases/), "
+                      "run r plays variant r mod 3")
+    for side, policies in sides.items():
+        for name, p in policies.items():
+            if p["first_failure"]:
+                console.print(f"[red]{name} ({side}): {p['failed_runs']} call(s) failed; first: "
+                              f"{p['first_failure']}[/red]")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from voice_agent.session import CallSession
+from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.stats import percentile
 
 
@@ -22,7 +22,8 @@ class TrackedFact:
         kind: ``identifier``, ``date_constraint`` or ``other``.
         stated_turn: Turn the caller stated it.
         needed_turn: Turn that needs it (None: not measured).
-        argument: Tool argument the value fills, used to tell a re-ask from a first ask.
+        ask_cues: Words of an agent question asking for it again.
+        rejected_option: What the caller ruled out, when the fact is an exclusion.
     """
 
     key: str
@@ -31,7 +32,13 @@ class TrackedFact:
     kind: str
     stated_turn: int
     needed_turn: int | None
-    argument: str | None = None
+    ask_cues: tuple[str, ...] = ()
+    rejected_option: str | None = None
+
+    def watched(self) -> WatchedFact:
+        """The fact as a recorder follows it."""
+        return WatchedFact(self.key, self.forms, self.stated_turn, self.needed_turn, self.ask_cues,
+                           self.rejected_option)
 
 
 @dataclass
@@ -39,22 +46,29 @@ class RunOutcome:
     """What one finished call contributes to the report (small and picklable).
 
     Attributes:
-        present_at_need: Fact key -> whether its value was in the context on the turn that needed it.
+        present_at_need: Fact key -> its value was in what the model received on the turn that needed it.
+        captured: Fact key -> its value entered the policy's memory (KNOWN FACTS or the summary, not the
+            raw turns) on some request between the turn it was said and the turn that needed it.
         reasks: Questions for a value the caller had already given.
-        tokens: Estimated tokens of each turn's first request.
+        rejected_offers: Offers (or bookings) of an option the caller had ruled out.
+        tokens: Estimated tokens of each turn's first request, as the model received it.
         latencies_ms: Time to the first agent words, per turn.
         guard_rejections: Tool calls the guards refused.
-        unledgered_executed: Executed calls with an identifier from nowhere.
+        unledgered_executed: Executed identifier arguments neither the caller nor an earlier tool result gave.
         executed_calls: Tool calls that ran.
         output_blocks: Utterances the output guard replaced.
-        facts_offered: Tracked facts that reached a summary pass, summed over passes.
+        facts_offered: Watched facts that reached a summary pass, summed over passes.
         facts_kept: Of those, the ones that came out verbatim.
-        drop_log: Every summary pass: its turn and the fact keys in and out (names, never values).
+        drop_log: Every summary pass: its turn and the watched fact keys in and out (names, never values).
         retrieval: Per turn that retrieved: hit or miss, critical-path ms, chunk ids and scores, staleness.
+        failure: Why the call did not finish (an error the pipeline reported, a turn with no answer).
+        errors: Every error the pipeline reported.
     """
 
     present_at_need: dict[str, bool] = field(default_factory=dict)
+    captured: dict[str, bool] = field(default_factory=dict)
     reasks: int = 0
+    rejected_offers: int = 0
     tokens: list[int] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     guard_rejections: int = 0
@@ -65,34 +79,41 @@ class RunOutcome:
     facts_kept: int = 0
     drop_log: list[dict[str, Any]] = field(default_factory=list)
     retrieval: list[dict[str, Any]] = field(default_factory=list)
+    failure: str | None = None
+    errors: list[str] = field(default_factory=list)
 
 
-def outcome_of(session: CallSession, facts: Sequence[TrackedFact]) -> RunOutcome:
-    """Reduces a finished call to its :class:`RunOutcome`."""
-    turns = {r.turn: r for r in session.turns}
-    present = {}
+def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: str | None = None) -> RunOutcome:
+    """Reduces a recorded call to its :class:`RunOutcome`."""
+    records = recorder.turns
+    turns = {r.turn: r for r in records}
+    present, captured = {}, {}
     for fact in facts:
-        if fact.needed_turn is not None:
-            record = turns.get(fact.needed_turn)
-            present[fact.key] = bool(record and record.facts_present.get(fact.key))
-    reasks = sum(
-        1 for r in session.turns for argument in r.reasks
-        if any(f.argument == argument and f.stated_turn < r.turn for f in facts)
-    )
-    drops = session.state.drop_log.events
+        if fact.needed_turn is None:
+            continue
+        record = turns.get(fact.needed_turn)
+        present[fact.key] = bool(record and record.facts_present.get(fact.key))
+        captured[fact.key] = any(
+            r.facts_in_memory.get(fact.key) for r in records if fact.stated_turn < r.turn <= fact.needed_turn
+        )
+    passes = [r.summary_pass for r in records if r.summary_pass is not None]
     return RunOutcome(
         present_at_need=present,
-        reasks=reasks,
-        tokens=[r.total_tokens for r in session.turns if r.requests],
-        latencies_ms=[r.first_response_ms for r in session.turns if r.first_response_ms is not None],
-        guard_rejections=sum(len(r.rejections) for r in session.turns),
-        unledgered_executed=sum(r.unledgered_executed for r in session.turns),
-        executed_calls=sum(len(r.executed) for r in session.turns),
-        output_blocks=sum(len(r.output_blocks) for r in session.turns),
-        facts_offered=sum(len(e.keys_in) for e in drops),
-        facts_kept=sum(len(e.keys_in & e.keys_out) for e in drops),
-        drop_log=[{"turn": e.turn, "facts_in": sorted(e.keys_in), "facts_out": sorted(e.keys_out)} for e in drops],
-        retrieval=[{"turn": r.turn, **r.retrieval} for r in session.turns if r.retrieval],
+        captured=captured,
+        reasks=sum(len(r.reasks) for r in records),
+        rejected_offers=sum(len(r.rejected_offers) for r in records),
+        tokens=[r.total_tokens for r in records if r.requests],
+        latencies_ms=[r.first_response_ms for r in records if r.first_response_ms is not None],
+        guard_rejections=sum(len(r.rejections) for r in records),
+        unledgered_executed=sum(len(r.unledgered) for r in records),
+        executed_calls=sum(len(r.executed) for r in records),
+        output_blocks=sum(len(r.output_blocks) for r in records),
+        facts_offered=sum(len(p["facts_in"]) for p in passes),
+        facts_kept=sum(len(set(p["facts_in"]) & set(p["facts_out"])) for p in passes),
+        drop_log=passes,
+        retrieval=[{"turn": r.turn, **r.retrieval} for r in records if r.retrieval],
+        failure=failure or (recorder.errors[0] if recorder.errors else None),
+        errors=list(recorder.errors),
     )
 
 
@@ -103,28 +124,38 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
     value on the turn that needed it.
     """
     runs = len(outcomes)
-    fact_rows = [
-        {
+    fact_rows = []
+    for f in facts:
+        if f.needed_turn is None:
+            continue
+        present = sum(o.present_at_need.get(f.key, False) for o in outcomes)
+        captured = [o for o in outcomes if o.captured.get(f.key)]
+        fact_rows.append({
             "key": f.key, "kind": f.kind, "stated_turn": f.stated_turn, "needed_turn": f.needed_turn,
-            "present_at_need": sum(o.present_at_need.get(f.key, False) for o in outcomes) / runs if runs else 0.0,
-        }
-        for f in facts if f.needed_turn is not None
-    ]
+            "present_at_need": present / runs if runs else 0.0,
+            "captured": len(captured) / runs if runs else 0.0,
+            "kept_once_captured": (sum(o.present_at_need.get(f.key, False) for o in captured) / len(captured)
+                                   if captured else None),
+        })
     tokens = [t for o in outcomes for t in o.tokens]
     latencies = [t for o in outcomes for t in o.latencies_ms]
     offered = sum(o.facts_offered for o in outcomes)
     reasks = sum(o.reasks for o in outcomes)
+    failures = [o.failure for o in outcomes if o.failure]
     return {
         "policy": policy,
         "runs": runs,
         "facts": fact_rows,
         "reasks": reasks,
         "reasks_per_call": reasks / runs if runs else 0.0,
+        "rejected_offers": sum(o.rejected_offers for o in outcomes),
         "tokens_per_request": statistics.mean(tokens) if tokens else 0.0,
         "guard_rejections": sum(o.guard_rejections for o in outcomes),
         "unledgered_executed": sum(o.unledgered_executed for o in outcomes),
         "executed_calls": sum(o.executed_calls for o in outcomes),
         "output_blocks": sum(o.output_blocks for o in outcomes),
+        "failed_runs": len(failures),
+        "first_failure": failures[0] if failures else None,
         "latency_ms": {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95)},
         "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
         "drop_log": [{"run": run, **event} for run, o in enumerate(outcomes) for event in o.drop_log],

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipecat.frames.frames import EndFrame, InterimTranscriptionFrame, InterruptionWorkerFrame, LLMMessagesAppendFrame
+from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
@@ -15,14 +16,19 @@ from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
 from voice_agent.pipeline import CallPipeline, build_call_pipeline
-from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.session import CallSession, TurnRecord
+from voice_agent.recording.observer import RecorderObserver
+from voice_agent.recording.record import CallRecorder
+from voice_agent.session import CallSession
 
 USER_ID = "caller"
 
 
 class TurnTimeout(RuntimeError):
     """The agent did not finish a turn in time."""
+
+
+class CallFailed(RuntimeError):
+    """The pipeline reported an error (an LLM that failed, a service that broke) during a turn."""
 
 
 @dataclass(frozen=True)
@@ -43,49 +49,53 @@ class CallerLine:
 
 async def run_text_call(
     session: CallSession,
+    llm: LLMService[Any],
     lines: Sequence[CallerLine],
     *,
+    recorder: CallRecorder | None = None,
     words_per_second: float = 0.0,
     turn_timeout: float = 15.0,
     before_user: Sequence[FrameProcessor] = (),
-    on_turn: Callable[[TurnRecord], Awaitable[None] | None] | None = None,
-    stream_delay: float = 0.0,
-    llm: LLMService[Any] | None = None,
+    on_turn: Callable[[int], Awaitable[None] | None] | None = None,
 ) -> CallPipeline:
-    """Plays ``lines`` into a fresh pipeline built around ``session`` with the domain's reference brain.
+    """Plays ``lines`` into a fresh pipeline built around ``session`` and ``llm``.
 
     Each line arrives as interim transcripts, word by word (paced at ``words_per_second``
     when it is above 0), then as the final text, as the eval harness's text modality sends it.
 
     Args:
         session: The call.
+        llm: The LLM service (the reference agent, a scripted fake or a real model).
         lines: The caller's script.
+        recorder: Observes the call from outside (attached as a pipeline observer); its turn is
+            closed before ``on_turn`` runs.
         words_per_second: Pace of interim transcripts; 0 sends them without waiting.
         turn_timeout: Longest wait for the agent to finish a turn.
         before_user: Extra processors before the user aggregator (e.g. retrieval).
-        on_turn: Called with each completed turn.
-        stream_delay: For the reference agent: seconds between streamed words.
-        llm: The LLM service; None uses the domain's deterministic reference agent.
+        on_turn: Called with each completed turn's number.
 
     Raises:
         TurnTimeout: a turn did not complete within ``turn_timeout`` seconds.
+        CallFailed: the pipeline reported an error (needs ``recorder``, whose observer sees it).
     """
-    if llm is None:
-        llm = ReferenceLLMService(session.domain.make_brain(), stream_delay=stream_delay)
-
-    async def _reask(_: Any, argument: str) -> None:
-        session.note_reask(argument)
-
-    if isinstance(llm, ReferenceLLMService):
-        llm.add_event_handler("on_reask", _reask)
-
     call = build_call_pipeline(session, llm, before_user=before_user)
     completed = asyncio.Event()
+    failures: list[str] = []
 
-    async def _completed(_: Any, record: TurnRecord) -> None:
+    def _failed(message: str) -> None:
+        failures.append(message)
+        completed.set()
+
+    observers: list[BaseObserver] = []
+    if recorder is not None:
+        observers.append(RecorderObserver(recorder, call.llm, call.output_guard, on_error=_failed))
+
+    async def _completed(_: Any, turn: int) -> None:
+        if recorder is not None:
+            recorder.close_turn()
         completed.set()
         if on_turn is not None:
-            result = on_turn(record)
+            result = on_turn(turn)
             if result is not None:
                 await result
 
@@ -99,7 +109,7 @@ async def run_text_call(
 
     worker = PipelineWorker(
         call.pipeline, params=PipelineParams(), enable_rtvi=False, idle_timeout_secs=None,
-        enable_turn_tracking=False, check_dangling_tasks=False,
+        enable_turn_tracking=False, check_dangling_tasks=False, observers=observers,
     )
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     await runner.add_workers(worker)
@@ -128,6 +138,8 @@ async def run_text_call(
                 await asyncio.wait_for(completed.wait(), turn_timeout)
             except TimeoutError as exc:
                 raise TurnTimeout(f"turn {line.turn}: no answer within {turn_timeout:.0f} s") from exc
+            if failures:
+                raise CallFailed(f"turn {line.turn}: {failures[0]}")
         await worker.queue_frame(EndFrame())
         await asyncio.wait_for(running, turn_timeout)
     finally:
@@ -135,4 +147,6 @@ async def run_text_call(
             await worker.cancel()
             await asyncio.gather(running, return_exceptions=True)
         session.close()
+        if recorder is not None:
+            recorder.close_turn()
     return call

@@ -58,8 +58,9 @@ def serve_command(
     ] = True,
 ) -> None:
     """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call."""
+    from voice_agent.call_factory import call_factory
     from voice_agent.settings import SettingsError, load_settings
-    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.telemetry import install_telemetry
     from voice_agent.telephony.providers import HangupCredentials, Provider
     from voice_agent.telephony.server import ConfigError, ServerConfig, serve
 
@@ -70,6 +71,8 @@ def serve_command(
         return
     try:
         settings = load_settings()
+        call_factory(settings)("settings-check")  # a broken summarizer or LLM setting fails now, in one line
+        telemetry = install_telemetry(settings.telemetry)
     except SettingsError as exc:
         _fail("serve", str(exc))
         return
@@ -79,23 +82,15 @@ def serve_command(
         credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=_stack("serve", stack),
         transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge,
     )
-
-    def llm_for(domain: Any) -> Any:
-        from voice_agent.services.factory import make_llm
-
-        return make_llm(settings, domain)
-
-    factory = billing_call_factory(
-        keep=settings.policy.keep, every=settings.policy.every, reference_date=settings.call.reference_date,
-        llm_factory=llm_for,
-    )
     try:
         config.validate()
-        asyncio.run(serve(config, factory))
+        asyncio.run(serve(config, call_factory(settings)))
     except (ConfigError, AudioModelError) as exc:
         _fail("serve", str(exc))
     except OSError as exc:
         _fail("serve", f"cannot listen on {host}:{port}: {exc}")
+    finally:
+        telemetry.shutdown()
 
 
 def dial_command(
@@ -141,10 +136,12 @@ def talk_command(
     problem = local_audio_problem()
     if problem is not None:
         _fail("talk", problem, code=1)
+    from voice_agent.settings import SettingsError
+
     chosen = _stack("talk", stack)
     try:
         asyncio.run(_talk(chosen))
-    except AudioModelError as exc:
+    except (AudioModelError, SettingsError) as exc:
         _fail("talk", str(exc), code=1)
     except KeyboardInterrupt:
         pass
@@ -177,19 +174,14 @@ async def _talk(stack: AudioStack) -> None:
     from pipecat.workers.runner import WorkerRunner
 
     from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
+    from voice_agent.call_factory import build_call
     from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
     from voice_agent.settings import load_settings
-    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.telemetry import install_telemetry
 
     settings = load_settings()
-
-    def llm_for(domain: Any) -> Any:
-        from voice_agent.services.factory import make_llm
-
-        return make_llm(settings, domain)
-
-    parts = billing_call_factory(keep=settings.policy.keep, every=settings.policy.every,
-                                 reference_date=settings.call.reference_date, llm_factory=llm_for)("local")
+    install_telemetry(settings.telemetry)
+    parts = build_call(settings, "local")
     await asyncio.to_thread(stack.warm_up)
     audio = await asyncio.to_thread(stack.build, recognizer_prompt(parts.id_shapes, parts.topic))
     transport = LocalAudioTransport(LocalAudioTransportParams(audio_in_enabled=True, audio_out_enabled=True))
@@ -234,18 +226,18 @@ async def run_audio_simulation(
         FileNotFoundError, ValueError: Unknown scenario or stack.
         AudioModelError: A model is missing.
     """
+    from voice_agent.call_factory import call_factory
     from voice_agent.scenarios import load_scenario
-    from voice_agent.simulation.runner import scenario_facts
-    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.settings import load_settings, with_overrides
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
     from voice_agent.telephony.server import ServerConfig, running_bridge
 
     record = load_scenario(scenario)
     lines = [t.text for t in record.turns if t.speaker == "caller"]
     audio_stack = AudioStack.named(stack).with_script(lines)
-    facts = scenario_facts(record)
-    factory = billing_call_factory(keep=keep, every=every, reference_date=record.reference_date or dt.date.today(),
-                                   tracked_facts={f.key: f.forms for f in facts})
+    settings = with_overrides(load_settings(), policy={"keep": keep, "every": every},
+                              call={"reference_date": record.reference_date or dt.date.today()})
+    factory = call_factory(settings)
     synth = caller_voice(TtsKind(voice))
     transcriber = agent_ears(None if ears == "none" else SttKind(ears))
     config = ServerConfig(port=0, stack=audio_stack, max_calls=1, idle_timeout_secs=None)

@@ -44,11 +44,13 @@ from processors.speculative_retrieval import SpeculativeRetrieval
 from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack
+from voice_agent.call_factory import CallFactory, CallParts
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
+from voice_agent.recording.observer import RecorderObserver
+from voice_agent.recording.record import CallRecorder
 from voice_agent.retrieval.index import shared_index
 from voice_agent.session import CallSession
 from voice_agent.telephony.bridge import GuardedSerializer, GuardedWebSocket
-from voice_agent.telephony.calls import CallFactory, CallParts
 from voice_agent.telephony.providers import (
     HandshakeError,
     HangupCredentials,
@@ -195,7 +197,7 @@ class CallRecord:
             "call_id": self.call_id, "provider": self.provider.value, "state": self.state,
             "started": self.started, "ended": self.ended, "reason": self.reason,
             "violations": dict(self.violations), "marks": self.marks, "dtmf_count": len(self.dtmf),
-            "transcript_entries": len(self.transcript_lines()),
+            "transcript_entries": len(self.transcript_lines()), "config": self.extra.get("config"),
         }
 
 
@@ -282,6 +284,7 @@ class CallRegistry:
 class _LiveCall:
     record: CallRecord
     worker: PipelineWorker | None = None
+    recorder: CallRecorder | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -464,6 +467,7 @@ class VoiceBridge:
             return
         record.session = parts.session
         record.extra.update(parts.extra)
+        record.extra["config"] = parts.session.describe()
 
         async def close_call(reason: str) -> None:
             if not record.reason:
@@ -500,7 +504,7 @@ class VoiceBridge:
                     record.violations[kind] = record.violations.get(kind, 0) + count
                 record.marks = len(serializer.marks)
                 record.dtmf = list(serializer.dtmf)
-            self._finish(record, parts.session)
+            self._finish(record, parts.session, live.recorder)
             await _close(websocket, 1000, "call ended")
 
     def _build_parts(self, call_id: str) -> tuple[CallParts, Any]:
@@ -534,12 +538,6 @@ class VoiceBridge:
         transport.add_event_handler("on_session_timeout", on_timeout)
         session = parts.session
         llm = parts.llm
-        if "on_reask" in getattr(llm, "_event_handlers", {}):
-
-            async def reask(_: Any, argument: str) -> None:
-                session.note_reask(argument)
-
-            llm.add_event_handler("on_reask", reask)
         call = build_call_pipeline(
             session, llm,
             before_user=[
@@ -550,24 +548,30 @@ class VoiceBridge:
             tts=[audio.tts, transport.output()],
             user_turn_strategies=audio.turn_strategies, user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
         )
+        # The operator's per-turn record (latency, tools run, what was heard), observed from outside the call.
+        recorder = CallRecorder(session)
+        live.recorder = recorder
         worker = PipelineWorker(
             call.pipeline,
             params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
             enable_rtvi=False, idle_timeout_secs=self.config.idle_timeout_secs, cancel_runner_on_idle_timeout=False,
             enable_turn_tracking=False, check_dangling_tasks=False, conversation_id=live.record.call_id,
+            observers=[RecorderObserver(recorder, call.llm, call.output_guard)],
         )
         live.worker = worker
         return worker
 
-    def _finish(self, record: CallRecord, session: CallSession | None) -> None:
+    def _finish(self, record: CallRecord, session: CallSession | None, recorder: CallRecorder | None = None) -> None:
         record.state = "ended"
         record.ended = time.time()
         if session is not None:
             record.transcript = [e.render() for e in session.state.transcript]
+        if recorder is not None:
+            recorder.close_turn()
             record.turns = [
                 {"turn": t.turn, "caller": t.caller, "agent": " ".join(t.agent), "executed": list(t.executed),
-                 "first_response_ms": t.first_response_ms, "reasks": list(t.reasks), "interrupted": t.interrupted}
-                for t in session.turns
+                 "first_response_ms": t.first_response_ms, "interrupted": t.interrupted, "errors": list(t.errors)}
+                for t in recorder.turns
             ]
         record.session = None
         logger.info("call {}: ended ({}); {} transcript entries", record.call_id, record.reason, len(record.transcript))

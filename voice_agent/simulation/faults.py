@@ -1,4 +1,4 @@
-"""The four ways a summary loses a value (DESIGN section 1), applied with a seeded RNG."""
+"""The four ways a summary loses a value (DESIGN section 1), applied with a seeded RNG (simulation only)."""
 
 from __future__ import annotations
 

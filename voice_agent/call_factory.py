@@ -1,0 +1,133 @@
+"""The one way to build a call: settings in, a call's session and services out.
+
+Every entry point (``serve``, ``talk``, ``simulate``, ``eval``, the eval bot, the load
+test) builds its calls here, so a setting means the same everywhere: policy, K, S,
+summarizer, ledger capacity, output guard, reference date and the LLM service.
+Measurement is not part of a call: entry points that measure attach a recorder
+(:mod:`voice_agent.recording`) from outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.services.llm_service import LLMService
+
+from voice_agent.core.guards.output_guard import OutputGuardConfig
+from voice_agent.domains.base import Domain
+from voice_agent.policies import PolicyName
+from voice_agent.policies.base import PolicySummarizer
+from voice_agent.services.factory import make_llm, make_summarizer
+from voice_agent.session import CallSession, SessionConfig
+from voice_agent.settings import Settings
+
+DomainFactory = Callable[[], Domain]
+LLMFactory = Callable[[Domain], LLMService[Any]]
+SummarizerFactory = Callable[[str, Domain], PolicySummarizer]
+"""(call id, domain) -> the call's summarizer; lets a simulation put its own instrument in."""
+
+
+def session_config(settings: Settings) -> SessionConfig:
+    """The per-call configuration the settings describe."""
+    guard = settings.output_guard
+    return SessionConfig(
+        policy=PolicyName(settings.policy.name),
+        keep=settings.policy.keep,
+        every=settings.policy.every,
+        reference_date=settings.call.reference_date,
+        ledger_capacity=settings.call.ledger_capacity,
+        output_guard=OutputGuardConfig(
+            max_credit=guard.max_credit, late_max_credit=guard.late_max_credit,
+            strict_after_turn=guard.strict_after_turn,
+        ),
+    )
+
+
+def spoken_id_shapes(domain: Domain) -> tuple[str, ...]:
+    """The identifier templates a domain's callers spell out (``domain.extra["spoken_id_shapes"]``)."""
+    return tuple(str(s) for s in domain.extra.get("spoken_id_shapes", ()))
+
+
+def recognizer_topic(domain: Domain) -> str | None:
+    """One sentence on what the domain's callers talk about (``domain.extra["recognizer_topic"]``)."""
+    supplied = domain.extra.get("recognizer_topic")
+    return str(supplied) if supplied else None
+
+
+@dataclass
+class CallParts:
+    """The per-call objects an entry point wires into a pipeline.
+
+    Attributes:
+        session: The call's lanes, policy and guards.
+        llm: The LLM service (its tool handlers are registered by the pipeline builder).
+        id_shapes: Identifier templates for the spoken-identifier normaliser.
+        topic: What callers talk about, as a hint for the recogniser.
+        extra: Kept with the call record (the domain, for its backend's effects).
+    """
+
+    session: CallSession
+    llm: LLMService[Any]
+    id_shapes: Sequence[str] = ()
+    topic: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CallFactory = Callable[[str], CallParts]
+"""call id -> the call's parts. May block (it runs in a worker thread); must not share mutable state."""
+
+
+def _billing() -> Domain:
+    from voice_agent.domains.billing import billing_domain
+
+    return billing_domain()
+
+
+def build_call(
+    settings: Settings,
+    call_id: str,
+    *,
+    domain_factory: DomainFactory = _billing,
+    llm_factory: LLMFactory | None = None,
+    summarizer_factory: SummarizerFactory | None = None,
+) -> CallParts:
+    """Builds one call from the settings.
+
+    Args:
+        settings: Validated settings (:func:`voice_agent.settings.load_settings`, with any flags applied
+            by :func:`voice_agent.settings.with_overrides`).
+        call_id: Names the call in logs, spans and records.
+        domain_factory: Builds the call's domain; called once per call, so its backend is the call's own.
+        llm_factory: Builds the LLM service; default: the one ``settings.llm`` names.
+        summarizer_factory: Builds the summarizer; default: the one ``settings.summarizer`` names.
+
+    Returns:
+        The session and services of the call.
+    """
+    domain = domain_factory()
+    llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain)
+    config = session_config(settings)
+    summarizer: PolicySummarizer | None = None
+    if config.policy is not PolicyName.WINDOW:
+        summarizer = (summarizer_factory(call_id, domain) if summarizer_factory is not None
+                      else make_summarizer(settings, llm))
+    session = CallSession(domain, config, summarizer, call_id=call_id)
+    return CallParts(session, llm, spoken_id_shapes(domain), recognizer_topic(domain), {"domain": domain})
+
+
+def call_factory(
+    settings: Settings,
+    *,
+    domain_factory: DomainFactory = _billing,
+    llm_factory: LLMFactory | None = None,
+    summarizer_factory: SummarizerFactory | None = None,
+) -> CallFactory:
+    """A :data:`CallFactory` that builds every call with :func:`build_call` and these settings."""
+
+    def make(call_id: str) -> CallParts:
+        return build_call(settings, call_id, domain_factory=domain_factory, llm_factory=llm_factory,
+                          summarizer_factory=summarizer_factory)
+
+    return make

@@ -1,0 +1,89 @@
+"""Replaces identifier values in summary text by their ledger roles (DESIGN rule 9).
+
+A model told not to write identifiers writes them anyway, and a summary that carries
+an identifier can carry it damaged. After every pass each ledger value, in any
+spacing, separator or case ("ACC-4729-18", "acc 4729 18", "ACC472918"), becomes
+``[the <role>]``; so does a near miss of one (one character off, or cut short
+with "..."), because a damaged copy beside the true value in KNOWN FACTS is worse
+than none. The summary points at the ledger; the ledger holds the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+
+from voice_agent.core.summary import EpisodeSummary
+
+_SEPARATORS = r"[\s\-_./]*"
+_MIN_CHARS = 4
+"""Shorter values are too easily ordinary words or numbers."""
+_TOKEN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9](?:[A-Za-z0-9]|[\-_./](?=[A-Za-z0-9]))*(?:\.\.\.)?")
+
+
+@lru_cache(maxsize=4096)
+def _pattern(value: str) -> re.Pattern[str] | None:
+    chars = [c for c in value if c.isalnum()]
+    if len(chars) < _MIN_CHARS:
+        return None
+    body = _SEPARATORS.join(re.escape(c) for c in chars)
+    return re.compile(rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def canonical(value: str) -> str:
+    """Letters and digits only, upper case: the form two spellings of one identifier share."""
+    return "".join(c for c in value if c.isalnum()).upper()
+
+
+def _distance_at_most(a: str, b: str, limit: int) -> bool:
+    """Levenshtein distance of ``a`` and ``b`` is at most ``limit`` (banded, cheap for short strings)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+def _near_miss(token: str, value: str) -> bool:
+    """``token`` is a damaged copy of ``value``: one character off, or its start cut with "..."."""
+    cut = token.endswith("...")
+    tok, val = canonical(token), canonical(value)
+    if len(tok) < _MIN_CHARS or not any(c.isdigit() for c in tok) or tok == val:
+        return False
+    if cut:
+        return val.startswith(tok)
+    return _distance_at_most(tok, val, 1)
+
+
+def scrub_text(text: str, identifiers: Mapping[str, str]) -> str:
+    """``text`` with every identifier value (value -> role), and every near miss of one, as ``[the role]``."""
+    if not identifiers:
+        return text
+    # Longest first: "ORD-7K4M2P" must not be half-replaced by a shorter value it contains.
+    for value in sorted(identifiers, key=len, reverse=True):
+        pattern = _pattern(value)
+        if pattern is not None:
+            text = pattern.sub(f"[the {identifiers[value]}]", text)
+
+    def near(match: re.Match[str]) -> str:
+        token = match.group(0)
+        for value, role in identifiers.items():
+            if _near_miss(token, value):
+                return f"[the {role}]"
+        return token
+
+    return _TOKEN.sub(near, text)
+
+
+def scrub_summary(summary: EpisodeSummary, identifiers: Mapping[str, str]) -> EpisodeSummary:
+    """Every section of ``summary`` scrubbed with :func:`scrub_text`."""
+    if not identifiers:
+        return summary
+    return summary.map_text(lambda text: scrub_text(text, identifiers))

@@ -1,0 +1,313 @@
+"""The per-turn record of a call, judged from outside: what the model received, what ran, what was heard.
+
+Pure logic, no pipecat: the observer adapter feeds it frames' contents. A turn is one
+exchange (the caller speaks, the agent answers, tool calls included), numbered from 1
+as the call numbers it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from voice_agent.core.tokens import estimate_tokens
+from voice_agent.core.tool_spec import ParamKind
+from voice_agent.core.transcript import EntryKind
+from voice_agent.session import CallSession
+
+MEMORY_ROLES = frozenset({"system", "developer"})
+"""Roles of the messages a policy adds besides the raw turns (KNOWN FACTS, summary, knowledge, rules)."""
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_NEGATED = re.compile(r"\b(?:not|no|never|except|other than|instead of)\b|n't\b", re.I)
+"""An agent sentence that names a ruled-out option to exclude it is not an offer."""
+_MAX_ID_PIECES = 6
+"""An identifier said in pieces ("ACC 4729 18") spans at most this many words."""
+
+
+def canonical(value: str) -> str:
+    """Letters and digits only, upper case."""
+    return "".join(c for c in value if c.isalnum()).upper()
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    else:
+        text = ""
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        text += " " + json.dumps(calls, default=str)
+    return text
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool):
+        yield str(value)
+
+
+@dataclass(frozen=True)
+class WatchedFact:
+    """A fact whose fate a recorder follows (a scenario's ground truth, never shown to the call).
+
+    Attributes:
+        key: The fact's name.
+        forms: Exact forms that count as present (the caller's words, the canonical value).
+        stated_turn: Turn the caller stated it.
+        needed_turn: Turn that needs it (None: presence at need is not scored).
+        ask_cues: Words of a question that asks for it again ("account number").
+        rejected_option: What the caller ruled out ("Tuesday"): offering it again is counted.
+    """
+
+    key: str
+    forms: tuple[str, ...]
+    stated_turn: int
+    needed_turn: int | None = None
+    ask_cues: tuple[str, ...] = ()
+    rejected_option: str | None = None
+
+    def present(self, text: str) -> bool:
+        """Any form appears verbatim in ``text``."""
+        return any(f and f in text for f in self.forms)
+
+
+@dataclass
+class TurnRecord:
+    """One turn as a recorder saw it.
+
+    Attributes:
+        turn: Turn number.
+        caller: The caller's words, as the call heard them.
+        agent: What the agent said, as heard.
+        interrupted: The caller barged in on the agent.
+        first_response_ms: From the first inference of the turn to the agent's first released words.
+        requests: LLM requests made (tool re-runs included).
+        tokens: Estimated tokens of the first request, as the model received it.
+        lane_tokens: The call's own per-lane token estimate of that request (for the printout).
+        facts_present: Watched fact -> present verbatim in what the model received (first request).
+        facts_in_memory: Watched fact -> present in the policy's messages (not the raw turns).
+        guard_verdicts: Every guard verdict of the turn (names, never values).
+        rejections: Tool calls the guards refused.
+        executed: Tool calls that ran.
+        unledgered: Executed identifier arguments that neither the caller nor an earlier tool result gave.
+        reasks: Watched facts the agent asked for again after the caller had given them.
+        rejected_offers: Watched facts whose ruled-out option the agent offered or booked again.
+        output_blocks: Output guard checks that fired.
+        summary_pass: The summary pass at the start of the turn: watched facts in and out.
+        retrieval: What knowledge retrieval did for the turn.
+        errors: Errors the pipeline reported (an LLM that failed, a service that hung).
+    """
+
+    turn: int
+    caller: str = ""
+    agent: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    first_response_ms: float | None = None
+    requests: int = 0
+    tokens: int = 0
+    lane_tokens: dict[str, int] = field(default_factory=dict)
+    facts_present: dict[str, bool] = field(default_factory=dict)
+    facts_in_memory: dict[str, bool] = field(default_factory=dict)
+    guard_verdicts: list[dict[str, str]] = field(default_factory=list)
+    rejections: list[dict[str, str]] = field(default_factory=list)
+    executed: list[str] = field(default_factory=list)
+    unledgered: list[dict[str, str]] = field(default_factory=list)
+    reasks: list[str] = field(default_factory=list)
+    rejected_offers: list[str] = field(default_factory=list)
+    output_blocks: list[str] = field(default_factory=list)
+    summary_pass: dict[str, Any] | None = None
+    retrieval: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    started: float = 0.0
+    closed: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        """Estimated tokens of the turn's first request."""
+        return self.tokens
+
+
+class CallRecorder:
+    """Builds :class:`TurnRecord` s for one call from what an observer reports.
+
+    It reads the call only to number turns and to copy the guards' own logs; presence,
+    tokens, latency, re-asks and the unledgered-identifier audit come from the frames:
+    the messages the LLM received, the tool results that came back, the words released.
+
+    Args:
+        session: The call observed.
+        facts: Facts to follow (a scenario's).
+    """
+
+    def __init__(self, session: CallSession, facts: Sequence[WatchedFact] = ()) -> None:
+        self.session = session
+        self.facts = tuple(facts)
+        self.turns: list[TurnRecord] = []
+        self.errors: list[str] = []
+        self._caller_texts: dict[str, None] = {}
+        self._tool_values: set[str] = set()
+        self._results_seen: set[str] = set()
+        self._passes_seen = 0
+
+    @property
+    def current(self) -> TurnRecord | None:
+        """The turn in progress, or the last one."""
+        return self.turns[-1] if self.turns else None
+
+    def _open(self, turn: int, now: float) -> TurnRecord:
+        current = self.current
+        if current is not None and current.turn == turn:
+            return current
+        if current is not None:
+            self.close_turn()
+        record = TurnRecord(turn=turn, started=now)
+        self.turns.append(record)
+        return record
+
+    def context_received(self, messages: Sequence[Mapping[str, Any]], now: float | None = None) -> None:
+        """The LLM received ``messages`` (the assembled context of one inference)."""
+        now = time.perf_counter() if now is None else now
+        record = self._open(max(self.session.turn, 1), now)
+        for message in messages:
+            if message.get("role") == "user":
+                self._caller_texts.setdefault(_content(message), None)
+        record.requests += 1
+        if record.requests > 1:
+            return
+        texts = [_content(m) for m in messages]
+        whole = "\n".join(texts)
+        memory = "\n".join(t for m, t in zip(messages, texts, strict=True) if m.get("role") in MEMORY_ROLES)
+        record.tokens = sum(estimate_tokens(t) for t in texts)
+        if self.session.last_context is not None:
+            record.lane_tokens = dict(self.session.last_context.lane_tokens)
+        record.facts_present = {f.key: f.present(whole) for f in self.facts}
+        record.facts_in_memory = {f.key: f.present(memory) for f in self.facts}
+
+    def agent_words(self, now: float | None = None) -> None:
+        """The agent's words were released towards the caller."""
+        record = self.current
+        if record is not None and record.first_response_ms is None and not record.closed:
+            now = time.perf_counter() if now is None else now
+            record.first_response_ms = (now - record.started) * 1000
+
+    def _sourced(self, value: str) -> bool:
+        """Did the caller say ``value`` (in any spacing) or an earlier tool result hold it?"""
+        target = canonical(value)
+        if not target:
+            return True
+        if target in self._tool_values:
+            return True
+        for text in self._caller_texts:
+            words = [canonical(w) for w in _WORD.findall(text)]
+            for i in range(len(words)):
+                joined = ""
+                for piece in words[i : i + _MAX_ID_PIECES]:
+                    joined += piece
+                    if joined == target:
+                        return True
+                    if len(joined) >= len(target):
+                        break
+        return False
+
+    def tool_result(self, name: str, tool_call_id: str, arguments: Mapping[str, Any], result: Any) -> None:
+        """A tool call came back with ``result`` (a guard's refusal, an error or the tool's answer)."""
+        if tool_call_id in self._results_seen:
+            return
+        self._results_seen.add(tool_call_id)
+        record = self.current
+        refused = isinstance(result, Mapping) and result.get("status") == "rejected" and "guard" in result
+        if record is not None and not refused:
+            record.executed.append(name)
+            record.rejected_offers.extend(self._booked_rejected(record.turn, arguments))
+            tool = self.session.domain.tool(name)
+            for param in tool.params_of(ParamKind.IDENTIFIER) if tool is not None else ():
+                value = arguments.get(param.name)
+                if isinstance(value, str) and value and not self._sourced(value):
+                    record.unledgered.append({"tool": name, "argument": param.name})
+        if not refused:
+            self._tool_values.update(canonical(v) for v in _leaves(result))
+
+    def error(self, message: str) -> None:
+        """The pipeline reported an error."""
+        self.errors.append(message)
+        if self.current is not None:
+            self.current.errors.append(message)
+
+    def close_turn(self) -> TurnRecord | None:
+        """Completes the current turn's record from the call's logs and the words heard (idempotent)."""
+        record = self.current
+        if record is None or record.closed:
+            return record
+        record.closed = True
+        session, turn = self.session, record.turn
+        for entry in session.state.transcript.in_turns(turn, turn):
+            if entry.kind is EntryKind.CALLER:
+                record.caller = f"{record.caller} {entry.text}".strip()
+            elif entry.kind is EntryKind.AGENT:
+                record.agent.append(entry.text)
+                record.interrupted = record.interrupted or entry.interrupted
+        for event in session.guard_events:
+            if event.turn == turn:
+                record.guard_verdicts.extend(event.verdicts)
+                if event.rejection is not None:
+                    record.rejections.append({"tool": event.tool, **event.rejection})
+        record.output_blocks = [check for t, check in session.output_blocks if t == turn]
+        record.retrieval = dict(session.retrieval_by_turn.get(turn, {}))
+        for summary_pass in session.summary_passes[self._passes_seen :]:
+            if summary_pass.turn == turn:
+                record.summary_pass = {
+                    "turn": turn,
+                    "facts_in": sorted(f.key for f in self.facts if f.present(summary_pass.text_in)),
+                    "facts_out": sorted(f.key for f in self.facts if f.present(summary_pass.text_out)),
+                }
+        self._passes_seen = len(session.summary_passes)
+        record.reasks = self._reasks(record)
+        record.rejected_offers.extend(self._offered_rejected(record))
+        return record
+
+    def _offered_rejected(self, record: TurnRecord) -> list[str]:
+        """Watched facts whose ruled-out option an agent sentence puts forward again."""
+        sentences = [s for text in record.agent for s in re.split(r"(?<=[.!?])\s+", text)]
+        out = []
+        for fact in self.facts:
+            if fact.rejected_option is None or fact.stated_turn >= record.turn:
+                continue
+            option = re.compile(rf"\b{re.escape(fact.rejected_option)}s?\b", re.I)
+            out += [fact.key for s in sentences if option.search(s) and not _NEGATED.search(s)]
+        return out
+
+    def _booked_rejected(self, turn: int, arguments: Mapping[str, Any]) -> list[str]:
+        """Watched facts whose ruled-out weekday an executed call's date falls on."""
+        out = []
+        for value in arguments.values():
+            try:
+                day = dt.date.fromisoformat(str(value))
+            except ValueError:
+                continue
+            for fact in self.facts:
+                option = (fact.rejected_option or "").lower()
+                if fact.stated_turn < turn and option and day.strftime("%A").lower() == option:
+                    out.append(fact.key)
+        return out
+
+    def _reasks(self, record: TurnRecord) -> list[str]:
+        """Watched facts already stated that one of the agent's questions asks for again."""
+        questions = [s.lower() for text in record.agent for s in re.split(r"(?<=[.!?])\s+", text) if "?" in s]
+        return [
+            f.key for f in self.facts
+            if f.stated_turn < record.turn and f.ask_cues
+            and any(cue.lower() in q for q in questions for cue in f.ask_cues)
+        ]

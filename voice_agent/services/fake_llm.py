@@ -1,0 +1,134 @@
+"""A scripted fake LLM, in the spirit of livekit's ``FakeLLM``: replies and tool calls per turn, no model.
+
+It lets lanes, guards and recorders be tested without the reference brain: the
+script says exactly what the "model" answers on each turn, including paraphrased
+arguments and mutated identifiers, an error, or a reply that never comes. It runs
+tools through pipecat's own function-calling machinery, so the guarded tool layer
+sees exactly what it sees with a real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.frames.frames import (
+    Frame,
+    FunctionCallFromLLM,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.llm_service import LLMService
+from pipecat.services.settings import LLMSettings
+
+
+@dataclass(frozen=True)
+class FakeToolCall:
+    """One tool call the fake model makes.
+
+    Attributes:
+        name: The tool.
+        arguments: Its arguments, exactly as the "model" writes them.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """What the fake model does on one inference.
+
+    Attributes:
+        text: Words to say (may be empty when it only calls tools).
+        tool_calls: Tools to call; their results come back as the next inference of the same turn.
+        error: Report this error (an ErrorFrame, as a failing provider does) instead of answering.
+        hang: Never answer (a provider that hangs); the call's own timeouts must deal with it.
+    """
+
+    text: str = ""
+    tool_calls: tuple[FakeToolCall, ...] = ()
+    error: str | None = None
+    hang: bool = False
+
+
+DEFAULT_REPLY = FakeReply(text="Okay.")
+"""Said when the script has nothing more for a turn."""
+
+
+class FakeLLM(LLMService):
+    """Answers each inference from a script keyed by turn.
+
+    A new turn starts with every inference whose last message is not a tool result; the
+    inferences after tool results take the turn's next replies. Everything the fake
+    received is kept in :attr:`received` for assertions.
+
+    Args:
+        script: Turn number (from 1) -> its replies, in order; missing turns say ``default``.
+        default: The reply when the script is silent.
+    """
+
+    def __init__(
+        self, script: Mapping[int, Sequence[FakeReply]], *, default: FakeReply = DEFAULT_REPLY, **kwargs: Any
+    ) -> None:
+        settings = LLMSettings(
+            model="fake-llm", system_instruction=None, temperature=None, max_tokens=None, top_p=None,
+            top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
+            filter_incomplete_user_turns=None, user_turn_completion_config=None,
+        )
+        super().__init__(settings=settings, **kwargs)
+        self._script = {turn: list(replies) for turn, replies in script.items()}
+        self._default = default
+        self._turn = 0
+        self._step = 0
+        self._call_ids = itertools.count(1)
+        self.received: list[list[dict[str, Any]]] = []
+        """Every context the fake received, as plain messages."""
+
+    def can_generate_metrics(self) -> bool:
+        """Reports metrics like any LLM service."""
+        return True
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Answers every LLMContextFrame; forwards everything else."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            await self._respond(frame.context)
+        else:
+            await self.push_frame(frame, direction)
+
+    def _next_reply(self, messages: Sequence[Mapping[str, Any]]) -> FakeReply:
+        if not messages or messages[-1].get("role") != "tool":
+            self._turn += 1
+            self._step = 0
+        replies = self._script.get(self._turn, [])
+        reply = replies[self._step] if self._step < len(replies) else self._default
+        self._step += 1
+        return reply
+
+    async def _respond(self, context: LLMContext) -> None:
+        messages = [dict(m) for m in context.get_messages() if isinstance(m, dict)]
+        self.received.append(messages)
+        reply = self._next_reply(messages)
+        if reply.hang:
+            await asyncio.Event().wait()  # until the call is cancelled
+        if reply.error is not None:
+            await self.push_error(reply.error)
+            return
+        await self.push_frame(LLMFullResponseStartFrame())
+        if reply.text:
+            await self.push_frame(LLMTextFrame(reply.text))
+        if reply.tool_calls:
+            await self.run_function_calls([
+                FunctionCallFromLLM(function_name=call.name, tool_call_id=f"fake-{next(self._call_ids)}",
+                                    arguments=dict(call.arguments), context=context)
+                for call in reply.tool_calls
+            ])
+        await self.push_frame(LLMFullResponseEndFrame())

@@ -1,0 +1,90 @@
+"""A seeded fault model over a real summarizer, with a known per-pass retention R (simulation only).
+
+It wraps an honest summarizer (by default the extractive one, roomy enough that it
+loses nothing on its own in a scripted call) and, at every pass, decides the fate of
+each tracked fact that reaches the pass: with probability R the form the summary
+carries is kept, otherwise it is damaged (dropped, generalised, truncated or mutated,
+DESIGN section 1). A damaged form persists in later summaries until a later pass
+damages it again; a caller restating the fact brings the true value back. The same
+model, with the same state, serves the structured summary of ``lanes`` and the free
+text of ``rolling``: what differs between policies is what the call keeps outside
+the summary, never how the summary is damaged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.core.transcript import TranscriptEntry
+from voice_agent.policies.base import PolicySummarizer
+from voice_agent.simulation.faults import FaultShape, carry
+from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
+
+ROOMY = ExtractiveConfig(max_lines=200, max_words=80)
+"""Base limits under the fault model: loss comes from the faults alone, so R is the whole story."""
+
+
+class FaultInjectingSummarizer:
+    """A summarizer whose per-pass retention over ``tracked`` facts is ``retention``.
+
+    Args:
+        retention: Probability R that a fact's carried form survives one pass unchanged, in [0, 1].
+        tracked: Fact key -> exact value, the facts whose fate is simulated.
+        seed: Seeds the RNG, so a run is reproducible.
+        base: The summarizer whose output is damaged; the roomy extractive one by default.
+    """
+
+    def __init__(
+        self, retention: float, tracked: Mapping[str, str], seed: int = 0, base: PolicySummarizer | None = None
+    ) -> None:
+        if not 0.0 <= retention <= 1.0:
+            raise ValueError(f"retention must lie in [0, 1], got {retention}")
+        self.retention = retention
+        self.tracked = {k: v for k, v in tracked.items() if v}
+        self.rng = random.Random(seed)
+        self.base: PolicySummarizer = base or ExtractiveSummarizer(ROOMY)
+        self.carried: dict[str, str | None] = {}
+        """Fact key -> the form the summary carries now (None: dropped)."""
+        self.faults: list[tuple[str, FaultShape]] = []
+
+    def _fates(self, previous: str, new: str) -> list[tuple[str, str | None, str | None]]:
+        """One pass over the facts: (true value, form carried before, form carried after) per fact in play."""
+        fates = []
+        for key, value in self.tracked.items():
+            before = self.carried.get(key)
+            fresh = value in new
+            if not fresh and (before is None or before not in previous):
+                continue  # the fact does not reach this pass
+            current = value if fresh else before
+            assert current is not None
+            kept, shape = carry(current, key, self.retention, self.rng)
+            if shape is not None:
+                self.faults.append((key, shape))
+            self.carried[key] = kept
+            fates.append((value, before, kept))
+        return fates
+
+    @staticmethod
+    def _rewrite(fates: Sequence[tuple[str, str | None, str | None]]) -> Callable[[str], str]:
+        def apply(text: str) -> str:
+            for value, before, after in fates:
+                for old in {value, before} - {None, after}:
+                    assert old is not None
+                    text = text.replace(old, after or "")
+            return text
+
+        return apply
+
+    async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
+        """Structured pass (``lanes``): the base summary, with the tracked facts' fates applied."""
+        new = "\n".join(e.render() for e in request.turns)
+        fates = self._fates(request.previous.render(), new)
+        summary = await self.base.summarize(request)
+        return summary.map_text(self._rewrite(fates))
+
+    async def summarize_text(self, previous: str, turns: Sequence[TranscriptEntry]) -> str:
+        """Free-text pass (``rolling``): the same fates, applied to the base text summary."""
+        fates = self._fates(previous, "\n".join(e.render() for e in turns))
+        return self._rewrite(fates)(await self.base.summarize_text(previous, turns))

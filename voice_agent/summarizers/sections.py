@@ -1,0 +1,92 @@
+"""Sorts transcript entries into the five episode-summary sections, without a model.
+
+A deterministic reading of who said what: the caller ruling something out is
+*rejected* (with the words that give the reason), a tool that completed or an agent
+saying it has done something is *decided*, the agent promising something is a
+*commitment* (verbatim, with its turn), a caller request not yet acted on is
+*pending*, and every other caller statement with content is *established*. It knows
+nothing of any scenario: the cues are ordinary English function words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from voice_agent.core.summary import Commitment, RejectedItem
+from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
+
+_NEGATION = re.compile(
+    r"\b(?:not|never|no|don'?t|doesn'?t|won'?t|can'?t|cannot|rather not|instead of|anything but|except)\b", re.I
+)
+_REASON = re.compile(r"(?:,|;|\s-\s|\u2014)?\s*\b(?:because|since|that's|that is|it's|it is)\b\s*(.+)$", re.I)
+_REQUEST = re.compile(
+    r"\b(?:i(?:'d| would) like|i want|i need|please|could you|can you|would you|i'd prefer|i would prefer)\b", re.I
+)
+_DONE = re.compile(r"\b(?:i've|i have|we've|we have|has been|have been|is now|are now|done)\b", re.I)
+_PROMISE = re.compile(r"\b(?:i'll|i will|we'll|we will|you'll|you will|someone will|expect)\b", re.I)
+_SMALL_TALK_WORDS = 4
+"""Caller lines this short ("Okay.", "Thanks, bye") carry no fact worth a summary line, unless they hold a number."""
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut into sentences (a caller turn often says two things)."""
+    return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
+
+
+def _rejected(sentence: str) -> RejectedItem | None:
+    """A sentence ruling something out, split into what and why; None when it rules nothing out."""
+    if not _NEGATION.search(sentence):
+        return None
+    reason = _REASON.search(sentence)
+    if reason is not None and reason.start() > 0:
+        item = sentence[: reason.start()].strip(" ,;.")
+        why = reason.group(1).strip(" .")
+        if item and why:
+            return RejectedItem(item=item, reason=why)
+    return RejectedItem(item=sentence.strip(" ."), reason="the caller ruled it out")
+
+
+@dataclass
+class Sections:
+    """The five sections as plain lists, oldest first."""
+
+    established: list[str] = field(default_factory=list)
+    rejected: list[RejectedItem] = field(default_factory=list)
+    decided: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    commitments: list[Commitment] = field(default_factory=list)
+
+
+def classify(entries: Sequence[TranscriptEntry]) -> Sections:
+    """Sorts ``entries`` (turns that left the window) into the five sections.
+
+    Args:
+        entries: Transcript entries in order.
+
+    Returns:
+        The sections; every line names its turn, so a later reader can go back to the transcript.
+    """
+    out = Sections()
+    for entry in entries:
+        if entry.kind is EntryKind.CALLER:
+            for sentence in sentences(entry.text):
+                rejected = _rejected(sentence)
+                if rejected is not None:
+                    out.rejected.append(rejected)
+                elif _REQUEST.search(sentence):
+                    out.pending.append(f"turn {entry.turn}: caller asked: {sentence}")
+                elif len(sentence.split()) > _SMALL_TALK_WORDS or any(c.isdigit() for c in sentence):
+                    out.established.append(f"turn {entry.turn}: caller said: {sentence}")
+        elif entry.kind is EntryKind.AGENT and entry.text:
+            for sentence in sentences(entry.text):
+                if _PROMISE.search(sentence):
+                    out.commitments.append(Commitment(text=sentence, turn=entry.turn))
+                elif _DONE.search(sentence):
+                    out.decided.append(f"turn {entry.turn}: agent: {sentence}")
+        elif entry.kind is EntryKind.TOOL_RESULT and entry.outcome is ToolOutcome.COMPLETED and entry.tool_name:
+            out.decided.append(f"turn {entry.turn}: {entry.tool_name} completed")
+    return out
