@@ -13,9 +13,8 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
-from voice_agent.domains.billing import billing_domain
-from voice_agent.services.factory import make_llm
-from voice_agent.session import CallSession, SessionConfig
+from voice_agent.call_factory import build_call
+from voice_agent.settings import with_overrides
 from voice_agent.simulation.text_call import CallerLine, run_text_call
 
 
@@ -42,12 +41,13 @@ def scripted_model() -> Any:
 
 async def test_openai_service_sees_the_assembled_lanes(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.reply = scripted_model()
-    domain = billing_domain()
-    session = CallSession(domain, SessionConfig(reference_date=dt.date(2026, 11, 30), keep=2, every=2))
+    settings = with_overrides(openai_settings(fake_openai.base_url), policy={"keep": 2, "every": 2},
+                              call={"reference_date": dt.date(2026, 11, 30)})
+    parts = build_call(settings, "hosted")  # the real OpenAILLMService and the configured summarizer
+    session = parts.session
     lines = [CallerLine(1, "Hi, my account number is ACC-4729-18."), CallerLine(2, "One thing."),
              CallerLine(3, "Another thing."), CallerLine(4, "And a third."), CallerLine(5, "Thanks.")]
-    llm = make_llm(openai_settings(fake_openai.base_url), domain)
-    await run_text_call(session, lines, llm=llm)
+    await run_text_call(session, parts.llm, lines)
     assert session.state.ledger.get("account", "ACC-4729-18") is not None
     last = fake_openai.requests[-1]["messages"]
     texts = [str(m.get("content") or "") for m in last]

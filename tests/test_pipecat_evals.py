@@ -58,7 +58,7 @@ def _bot_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.upper().startswith("VOICE_AGENT_") and not k.endswith("_API_KEY")}
     env["VOICE_AGENT_LLM__PROVIDER"] = "reference"
-    env["VOICE_AGENT_SUMMARIZER__KIND"] = "fault"
+    env["VOICE_AGENT_SUMMARIZER__KIND"] = "extractive"
     return env
 
 

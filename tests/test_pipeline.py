@@ -20,15 +20,24 @@ from processors.turn_log import TurnLog
 from tests.fakes.toy_domain import TOY
 from voice_agent.core.transcript import EntryKind, ToolOutcome
 from voice_agent.policies import PolicyName
+from voice_agent.recording.record import CallRecorder, WatchedFact
+from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.simulation.text_call import CallerLine, run_text_call
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
+ACCOUNT = WatchedFact("account", ("ACC-1000-01",), stated_turn=1, ask_cues=("account number",))
+"""The toy caller's account, stated on turn 1; the toy brain asks for it as "your account number?"."""
 
 
 def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
     return CallSession(TOY, SessionConfig(policy=policy, reference_date=TODAY, **kw),  # type: ignore[arg-type]
-                       {"account": ["ACC-1000-01"]})
+                       ExtractiveSummarizer())
+
+
+def toy_llm(stream_delay: float = 0.0) -> ReferenceLLMService:
+    return ReferenceLLMService(TOY.make_brain(), stream_delay=stream_delay)
 
 
 async def test_context_assembly_replaces_context_and_leaves_history_alone() -> None:
@@ -42,7 +51,7 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
     assert "KNOWN FACTS" in messages[0]["content"] and "ACC-1000-01" in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "hi, credit my account"}
     assert canonical.get_messages() == [{"role": "user", "content": "hi, credit my account"}]
-    assert s.state.turn == 1 and s.turns[0].requests == 1
+    assert s.state.turn == 1 and s.requests_by_turn == {1: 1}
 
 
 async def test_output_guard_replaces_a_card_number_sentence() -> None:
@@ -53,7 +62,7 @@ async def test_output_guard_replaces_a_card_number_sentence() -> None:
     down, _ = await run_test(OutputGuardProcessor(s), frames_to_send=frames)
     spoken = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
     assert "4111" not in spoken and "ends in 1234" in spoken and "Anything else?" in spoken
-    assert s.turns[0].output_blocks == ["card_number"]
+    assert s.output_blocks == [(1, "card_number")]
 
 
 async def test_turn_log_records_an_interrupted_utterance_as_heard() -> None:
@@ -69,35 +78,56 @@ async def test_turn_log_records_an_interrupted_utterance_as_heard() -> None:
 
 async def test_text_call_keeps_order_harvests_and_rejects_from_memory() -> None:
     s = session()
+    recorder = CallRecorder(s)
     lines = [CallerLine(1, "hello"), CallerLine(2, "my account is ACC-1000-01"), CallerLine(3, "credit me please")]
-    await run_text_call(s, lines)
+    await run_text_call(s, toy_llm(), lines, recorder=recorder)
     kinds = [(e.turn, e.kind.value) for e in s.state.transcript]
     assert kinds[:4] == [(1, "caller"), (1, "agent"), (2, "caller"), (2, "tool_call")]
     assert s.state.ledger.get("account", "ACC-1000-01") is not None
-    assert s.turns[2].executed == ["issue_credit"] and s.turns[2].unledgered_executed == 0
-    assert all(r.first_response_ms is not None for r in s.turns)
+    assert [r.turn for r in recorder.turns] == [1, 2, 3]
+    assert recorder.turns[1].executed == ["lookup_account"]
+    assert recorder.turns[2].executed == ["issue_credit"] and recorder.turns[2].unledgered == []
+    assert all(r.first_response_ms is not None for r in recorder.turns)
 
 
 async def test_broken_tool_gets_an_error_result_and_the_call_goes_on() -> None:
     s = session()
-    await run_text_call(s, [CallerLine(1, "explode please"), CallerLine(2, "hello again")])
+    recorder = CallRecorder(s)
+    await run_text_call(s, toy_llm(), [CallerLine(1, "explode please"), CallerLine(2, "hello again")],
+                        recorder=recorder)
     results = [e for e in s.state.transcript if e.kind is EntryKind.TOOL_RESULT]
     assert results[0].outcome is ToolOutcome.FAILED and "failed" in results[0].result["error"]
-    assert s.turns[1].agent == ["Okay."]
+    assert recorder.turns[1].agent == ["Okay."] and recorder.errors == []
 
 
 async def test_window_policy_forgets_and_reasks() -> None:
     s = session(PolicyName.WINDOW, keep=2)
+    recorder = CallRecorder(s, [ACCOUNT])
     lines = [CallerLine(1, "my account is ACC-1000-01")] + [CallerLine(t, "chit chat") for t in range(2, 6)]
-    await run_text_call(s, [*lines, CallerLine(6, "credit me please")])
-    assert s.turns[-1].reasks == ["account_id"] and s.turns[-1].facts_present == {"account": False}
+    await run_text_call(s, toy_llm(), [*lines, CallerLine(6, "credit me please")], recorder=recorder)
+    last = recorder.turns[-1]
+    assert last.turn == 6 and last.agent == ["What is your account number?"]
+    assert last.reasks == ["account"] and last.facts_present == {"account": False}
+    assert last.executed == []
+
+
+async def test_lanes_policy_keeps_the_account_and_does_not_reask() -> None:
+    # The same call under lanes: the ledger still holds the account, so nothing is asked again.
+    s = session(PolicyName.LANES, keep=2, every=2)
+    recorder = CallRecorder(s, [ACCOUNT])
+    lines = [CallerLine(1, "my account is ACC-1000-01")] + [CallerLine(t, "chit chat") for t in range(2, 6)]
+    await run_text_call(s, toy_llm(), [*lines, CallerLine(6, "credit me please")], recorder=recorder)
+    last = recorder.turns[-1]
+    assert last.turn == 6 and last.reasks == []
+    assert last.facts_present == {"account": True} and last.facts_in_memory == {"account": True}
+    assert last.executed == ["issue_credit"] and last.unledgered == []
 
 
 async def test_scripted_barge_in_cuts_the_agent_and_keeps_order() -> None:
     s = session()
     lines = [CallerLine(1, "tell me about my card"), CallerLine(2, "wait, stop", barge_in_after=0.05),
              CallerLine(3, "hello")]
-    await run_text_call(s, lines, stream_delay=0.02)
+    await run_text_call(s, toy_llm(stream_delay=0.02), lines)
     agent = [e for e in s.state.transcript if e.kind is EntryKind.AGENT]
     assert agent[0].interrupted and agent[0].turn == 1
     full = "Okay. For your security I won't read out the full card number."

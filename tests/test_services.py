@@ -39,8 +39,8 @@ from tests.fakes.openai_server import (
 from tests.fakes.toy_domain import TOY
 from voice_agent.services.factory import make_llm, make_summarizer
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.settings import SettingsError, load_settings
-from voice_agent.summarizers.fault_injecting import FaultInjectingSummarizer
+from voice_agent.settings import SettingsError, load_settings, with_overrides
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
 
 # --- factory -----------------------------------------------------------------------------------
@@ -85,11 +85,13 @@ def test_openai_without_model_keeps_pipecat_default(monkeypatch: pytest.MonkeyPa
     assert type(llm) is OpenAILLMService
 
 
-def test_make_summarizer_fault_by_default() -> None:
-    summarizer = make_summarizer(load_settings(), {"account": "ACC-1000-01"})
-    assert isinstance(summarizer, FaultInjectingSummarizer)
-    assert summarizer.retention == 0.9
-    assert summarizer.tracked == {"account": "ACC-1000-01"}
+def test_make_summarizer_extractive_by_default() -> None:
+    summarizer = make_summarizer(load_settings())
+    assert isinstance(summarizer, ExtractiveSummarizer)
+    assert (summarizer.config.max_lines, summarizer.config.max_words) == (12, 30)
+    tuned = make_summarizer(with_overrides(load_settings(), summarizer={"max_lines": 3, "max_words": 7}))
+    assert isinstance(tuned, ExtractiveSummarizer)
+    assert (tuned.config.max_lines, tuned.config.max_words) == (3, 7)
 
 
 def test_make_summarizer_llm_uses_given_or_settings_llm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,11 +101,11 @@ def test_make_summarizer_llm_uses_given_or_settings_llm(monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_API_KEY", "fake")
     settings = load_settings()
     conversation_llm = make_llm(settings, TOY)
-    shared = make_summarizer(settings, {}, llm=conversation_llm)
+    shared = make_summarizer(settings, llm=conversation_llm)
     assert isinstance(shared, LLMSummarizer)
     assert shared.llm is conversation_llm
     assert shared.timeout_secs == 3.5
-    dedicated = make_summarizer(settings, {})
+    dedicated = make_summarizer(settings)
     assert isinstance(dedicated, LLMSummarizer)
     assert isinstance(dedicated.llm, OpenAILLMService)
     assert dedicated.llm is not conversation_llm
@@ -114,9 +116,9 @@ def test_make_summarizer_llm_refuses_the_reference_llm(monkeypatch: pytest.Monke
         update={"summarizer": load_settings().summarizer.model_copy(update={"kind": "llm"})}
     )
     with pytest.raises(SettingsError) as excinfo:
-        make_summarizer(settings, {}, llm=make_llm(settings, TOY))
+        make_summarizer(settings, llm=make_llm(settings, TOY))
     assert "\n" not in str(excinfo.value)
-    assert "summarizer.kind=fault" in str(excinfo.value)
+    assert "summarizer.kind=extractive" in str(excinfo.value)
 
 
 # --- the real OpenAILLMService over HTTP -------------------------------------------------------------

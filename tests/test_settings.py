@@ -36,7 +36,8 @@ def test_shipped_file_holds_the_offline_defaults() -> None:
     assert settings == load_settings(SHIPPED)
     assert settings.llm.provider == "reference"
     assert settings.llm.api_key is None
-    assert (settings.summarizer.kind, settings.summarizer.retention, settings.summarizer.seed) == ("fault", 0.9, 0)
+    summarizer = settings.summarizer
+    assert (summarizer.kind, summarizer.max_lines, summarizer.max_words) == ("extractive", 12, 30)
     assert (settings.policy.name, settings.policy.keep, settings.policy.every) == ("lanes", 6, 5)
     assert (settings.output_guard.max_credit, settings.output_guard.late_max_credit) == (50.0, 25.0)
     assert settings.output_guard.strict_after_turn == 20
@@ -84,7 +85,7 @@ def test_unknown_key_in_file_suggests_the_right_one(tmp_path: Path) -> None:
 
 
 def test_unknown_section_in_file_suggests_the_right_one(tmp_path: Path) -> None:
-    path = write(tmp_path, '[sumarizer]\nkind = "fault"\n')
+    path = write(tmp_path, '[sumarizer]\nkind = "extractive"\n')
     assert error_of(path) == f"settings: unknown key 'sumarizer' in {path} (did you mean 'summarizer'?)"
 
 
@@ -96,10 +97,10 @@ def test_unknown_key_in_environment_names_the_variable(monkeypatch: pytest.Monke
 
 
 def test_wrong_value_names_the_key_and_where_to_set_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path, "[summarizer]\nretention = 1.5\n")
+    path = write(tmp_path, "[summarizer]\nmax_lines = 0\n")
     message = error_of(path)
-    assert message.startswith(f"settings: summarizer.retention=1.5 in {path} is invalid:")
-    assert "VOICE_AGENT_SUMMARIZER__RETENTION" in message
+    assert message.startswith(f"settings: summarizer.max_lines=0 in {path} is invalid:")
+    assert "VOICE_AGENT_SUMMARIZER__MAX_LINES" in message
     monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "opneai")
     message = error_of(path)
     assert "llm.provider='opneai' in the environment (VOICE_AGENT_LLM__PROVIDER)" in message
@@ -143,8 +144,21 @@ def test_llm_summarizer_needs_a_hosted_provider(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "llm")
     assert error_of() == (
         "settings: summarizer.kind=llm needs a hosted llm.provider "
-        "(set llm.provider=openai|anthropic|google, or summarizer.kind=fault)"
+        "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
     )
+
+
+def test_fault_summarizer_is_not_a_settings_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fault-injecting summarizer is the simulation's instrument; a configured call never runs it.
+    monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "fault")
+    message = error_of()
+    assert message.startswith("settings: summarizer.kind='fault' in the environment (VOICE_AGENT_SUMMARIZER__KIND)")
+    assert "'extractive' or 'llm'" in message
+
+
+def test_removed_fault_keys_are_unknown(tmp_path: Path) -> None:
+    path = write(tmp_path, "[summarizer]\nretention = 0.9\n")
+    assert error_of(path).startswith(f"settings: unknown key 'summarizer.retention' in {path} (")
 
 
 def test_missing_named_file_is_an_error(tmp_path: Path) -> None:

@@ -90,6 +90,7 @@ class SimulationPlan:
         words_per_second: Pace of interim transcripts (0: as fast as possible).
         llm_factory: Builds the LLM service for a run (picklable); None uses the one the settings name.
         knowledge: Run speculative retrieval over ``config/knowledge`` (the index loads once per process).
+        turn_timeout: Seconds the agent may take to answer a turn before the run counts as failed.
     """
 
     scenario: Scenario
@@ -103,6 +104,7 @@ class SimulationPlan:
     words_per_second: float = 0.0
     llm_factory: Callable[[Domain], LLMService[Any]] | None = None
     knowledge: bool = False
+    turn_timeout: float = 15.0
     facts: list[TrackedFact] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -167,7 +169,8 @@ async def run_once(
     failure = None
     try:
         await run_text_call(parts.session, parts.llm, caller_lines(script), recorder=recorder,
-                            words_per_second=plan.words_per_second, on_turn=turn_hook, before_user=before_user)
+                            words_per_second=plan.words_per_second, on_turn=turn_hook, before_user=before_user,
+                            turn_timeout=plan.turn_timeout)
     except (CallFailed, TurnTimeout) as exc:
         failure = str(exc)
     return outcome_of(recorder, facts, failure)
