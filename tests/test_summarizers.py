@@ -1,0 +1,121 @@
+"""The summary lane: the extractive default, role scrubbing, and one fault model for every policy."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+from voice_agent.core.role_scrub import scrub_text
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.core.transcript import EntryKind, TranscriptEntry
+from voice_agent.policies import PolicyName
+from voice_agent.scenarios import load_scenario
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.simulation.faults import FaultShape
+from voice_agent.simulation.runner import SimulationPlan, caller_lines, fault_tracked, scenario_facts
+from voice_agent.simulation.text_call import run_text_call
+from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer, parse_text_summary
+from voice_agent.summarizers.sections import classify
+
+
+def caller(turn: int, text: str) -> TranscriptEntry:
+    return TranscriptEntry(index=turn, turn=turn, kind=EntryKind.CALLER, text=text)
+
+
+def agent(turn: int, text: str) -> TranscriptEntry:
+    return TranscriptEntry(index=100 + turn, turn=turn, kind=EntryKind.AGENT, text=text)
+
+
+def request(entries: list[TranscriptEntry], previous: EpisodeSummary | None = None) -> SummaryRequest:
+    return SummaryRequest(previous=previous or EpisodeSummary(), turns=entries, ledger_roles=(), slot_names=(),
+                          regeneration_turn=10)
+
+
+def test_all_five_sections_are_produced_from_ordinary_words() -> None:
+    sections = classify([
+        caller(1, "I was charged twice for the October bill."),
+        caller(2, "Not a Tuesday either, that's the school run."),
+        caller(3, "I'd like the late fee removed."),
+        agent(3, "I've opened a dispute for that charge."),
+        agent(4, "You'll get the reference by email within two days."),
+    ])
+    assert sections.established == ["turn 1: caller said: I was charged twice for the October bill."]
+    assert [(r.item, r.reason) for r in sections.rejected] == [("Not a Tuesday either", "the school run")]
+    assert sections.pending == ["turn 3: caller asked: I'd like the late fee removed."]
+    assert sections.decided == ["turn 3: agent: I've opened a dispute for that charge."]
+    assert [(c.turn, c.text) for c in sections.commitments] == [(4, "You'll get the reference by email within two days.")]
+
+
+async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping() -> None:
+    summarizer = ExtractiveSummarizer(ExtractiveConfig(max_lines=2, max_words=5))
+    summary = await summarizer.summarize(request([caller(t, f"statement number {t} about the bill here") for t in
+                                                  range(1, 5)]))
+    assert summary.established == ["turn 3: caller said: statement ...", "turn 4: caller said: statement ..."]
+
+
+async def test_the_text_summary_reads_back_into_the_same_sections() -> None:
+    summarizer = ExtractiveSummarizer()
+    text = await summarizer.summarize_text("", [caller(1, "Not on Friday, because I work late."),
+                                                agent(1, "I'll call you on Monday.")])
+    again = parse_text_summary(text)
+    assert [(r.item, r.reason) for r in again.rejected] == [("Not on Friday", "I work late")]
+    assert again.commitments[0].turn == 1 and again.render() == text
+
+
+def test_ledger_values_and_their_near_misses_become_roles() -> None:
+    ids = {"ACC-4729-18": "account", "INV-2026-1018": "disputed_invoice"}
+    text = ("caller gave ACC-4729-18, then acc 4729 18, a summary wrote ACC-4729-19 and ACC-47..., "
+            "invoice INV20261018; the 14th and 19.99 stay")
+    out = scrub_text(text, ids)
+    assert "4729" not in out and "2026" not in out and out.count("[the account]") == 4
+    assert "[the disputed_invoice]" in out and "the 14th and 19.99 stay" in out
+
+
+async def test_a_damaged_value_persists_until_a_later_pass_damages_it_the_same_for_both_policies() -> None:
+    tracked = {"account": "ACC-4729-18"}
+    first = [caller(1, "My account is ACC-4729-18 and it is wrong.")]
+    later = [caller(2, "Some more words about the weather today.")]
+    for seed in range(50):
+        shape = _first_shape(seed)
+        if shape is FaultShape.MUTATE:
+            break
+    lanes = FaultInjectingSummarizer(0.0, tracked, seed)
+    rolling = FaultInjectingSummarizer(0.0, tracked, seed)
+    structured = await lanes.summarize(request(first))
+    text = await rolling.summarize_text("", first)
+    damaged = lanes.carried["account"]
+    assert damaged is not None and damaged != "ACC-4729-18" and damaged == rolling.carried["account"]
+    assert damaged in structured.render() and damaged in text and "ACC-4729-18" not in text
+    lanes.retention = rolling.retention = 1.0  # later passes keep whatever they carry
+    structured = await lanes.summarize(request(later, structured))
+    text = await rolling.summarize_text(text, later)
+    assert damaged in structured.render() and damaged in text
+    assert "[account]" not in text and "account_id" not in text  # no scoring keys in what the model reads
+
+
+def _first_shape(seed: int) -> FaultShape:
+    rng = random.Random(seed)
+    rng.random()
+    return rng.choice(list(FaultShape))
+
+
+async def test_the_rejected_day_stays_in_the_lanes_summary_with_its_reason() -> None:
+    scenario = load_scenario("callback_constraints")
+    settings = with_overrides(Settings(), call={"reference_date": scenario.reference_date or dt.date.today()})
+    from voice_agent.domains.billing import billing_domain
+
+    plan = SimulationPlan(scenario, [], billing_domain, [PolicyName.LANES], settings, retention=None)
+    parts = plan.call(scenario, PolicyName.LANES, 0)
+    await run_text_call(parts.session, parts.llm, caller_lines(scenario))
+    summary = parts.session.state.summary
+    rejected = [(r.item, r.reason) for r in summary.rejected]
+    assert any("Tuesday" in item and "school run" in why for item, why in rejected), rejected
+    assert summary.decided and summary.established
+    assert "ACC-6051-07" not in summary.render()  # the summary names the ledger role, never the value
+
+
+def test_fault_tracked_follows_every_form_apart() -> None:
+    facts = scenario_facts(load_scenario("billing_dispute"))
+    tracked = fault_tracked(facts)
+    assert tracked["account_id"] == "ACC-4729-18" and tracked["disputed_item#2"] == "INV-2026-1018"
