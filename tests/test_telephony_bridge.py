@@ -27,9 +27,10 @@ from websockets.uri import parse_uri
 
 from voice_agent.audio.codec import PHONE_RATE, pcm16_to_ulaw, resample
 from voice_agent.audio.stack import AudioStack, caller_voice
+from voice_agent.call_factory import CallFactory, CallParts, call_factory
 from voice_agent.domains.billing import billing_domain
 from voice_agent.scenarios import load_scenario
-from voice_agent.telephony.calls import CallFactory, CallParts, billing_call_factory
+from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.emulator import SILENCE, EmulatorConfig, TwilioCallerEmulator, post_webhook
 from voice_agent.telephony.providers import HangupCredentials
 from voice_agent.telephony.server import CallRecord, ConfigError, ServerConfig, VoiceBridge, running_bridge
@@ -44,8 +45,13 @@ def config(**overrides: Any) -> ServerConfig:
     return ServerConfig(port=0, stack=stack, idle_timeout_secs=None, handshake_timeout_secs=2.0, **overrides)
 
 
-def factory(**overrides: Any) -> CallFactory:
-    return billing_call_factory(keep=2, every=2, reference_date=DATE, **overrides)
+def call_settings() -> Settings:
+    """The offline defaults (reference agent, extractive summarizer, lanes) with K=2, S=2 and a fixed today."""
+    return with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": DATE})
+
+
+def factory() -> CallFactory:
+    return call_factory(call_settings())
 
 
 def emulator(**overrides: Any) -> TwilioCallerEmulator:
@@ -254,9 +260,7 @@ def slow_lookup_factory(delay: float) -> CallFactory:
         return type(d)(d.name, d.slot_model, d.tools, handlers, d.make_brain, d.system_prompt, d.hard_constraints,
                        d.extra)
 
-    from voice_agent.telephony.calls import domain_call_factory
-
-    return domain_call_factory(domain, keep=2, every=2, reference_date=DATE)
+    return call_factory(call_settings(), domain_factory=domain)
 
 
 async def test_hang_up_during_a_tool_call_records_it_cancelled() -> None:
