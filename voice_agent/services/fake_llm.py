@@ -66,7 +66,7 @@ DEFAULT_REPLY = FakeReply(text="Okay.")
 class FakeLLM(LLMService):
     """Answers each inference from a script keyed by turn.
 
-    A new turn starts with every inference whose last message is not a tool result; the
+    A new turn starts with every inference whose last turn message is not a tool result; the
     inferences after tool results take the turn's next replies. Everything the fake
     received is kept in :attr:`received` for assertions.
 
@@ -105,7 +105,9 @@ class FakeLLM(LLMService):
             await self.push_frame(frame, direction)
 
     def _next_reply(self, messages: Sequence[Mapping[str, Any]]) -> FakeReply:
-        if not messages or messages[-1].get("role") != "tool":
+        # Lane messages (KNOWN FACTS, rules) may follow the raw turns: look at the last turn message.
+        turn_roles = [m.get("role") for m in messages if m.get("role") in ("user", "assistant", "tool")]
+        if not turn_roles or turn_roles[-1] != "tool":
             self._turn += 1
             self._step = 0
         replies = self._script.get(self._turn, [])
