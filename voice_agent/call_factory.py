@@ -85,6 +85,28 @@ def _billing() -> Domain:
     return billing_domain()
 
 
+def build_session(
+    settings: Settings, call_id: str, domain: Domain, summarizer: PolicySummarizer | None = None,
+    llm: LLMService[Any] | None = None,
+) -> CallSession:
+    """The call's lanes, policy and guards from the settings (no services).
+
+    :func:`build_call` uses it; so does the replay of recorded calls, which runs the recorded
+    actions instead of a model.
+
+    Args:
+        settings: Validated settings.
+        call_id: Names the call.
+        domain: The call's domain.
+        summarizer: The summarizer; default: the one ``settings.summarizer`` names (built with ``llm``).
+        llm: For an ``llm`` summarizer: the service to summarize with.
+    """
+    config = session_config(settings)
+    if summarizer is None and config.policy is not PolicyName.WINDOW:
+        summarizer = make_summarizer(settings, llm)
+    return CallSession(domain, config, summarizer, call_id=call_id)
+
+
 def build_call(
     settings: Settings,
     call_id: str,
@@ -108,12 +130,8 @@ def build_call(
     """
     domain = domain_factory()
     llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain)
-    config = session_config(settings)
-    summarizer: PolicySummarizer | None = None
-    if config.policy is not PolicyName.WINDOW:
-        summarizer = (summarizer_factory(call_id, domain) if summarizer_factory is not None
-                      else make_summarizer(settings, llm))
-    session = CallSession(domain, config, summarizer, call_id=call_id)
+    summarizer = summarizer_factory(call_id, domain) if summarizer_factory is not None else None
+    session = build_session(settings, call_id, domain, summarizer, llm)
     return CallParts(session, llm, spoken_id_shapes(domain), recognizer_topic(domain), {"domain": domain})
 
 

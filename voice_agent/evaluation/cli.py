@@ -51,6 +51,17 @@ eval_app = typer.Typer(
 )
 
 
+HARVEST_HELP = (
+    "What a replayed action's tool result hands back, and so what lanes can keep. "
+    "ids (default): only what a real backend returns: a status, the action's identifier arguments (marked in the "
+    "record's tools schema, or named by an identifier fact) and, for an action that creates something "
+    "(transactional), a deterministic booking, reservation, ticket or confirmation reference; identifiers enter the "
+    "ledger, nothing enters a slot, no other argument is handed back. "
+    "echo: upper bound, not a measurement: tool results hand every argument back and every argument is harvested "
+    "into a slot, so lanes keeps whatever an action once carried. The mode is printed beside every figure."
+)
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     print(f"voice-agent: error: {message}", file=sys.stderr)
     raise typer.Exit(code)
@@ -74,16 +85,22 @@ def _pct(rate: Any) -> str:
 
 
 def print_replay_summary(report: dict[str, Any], *, show_failures: int = 10, out: Console = console) -> None:
-    """The terminal summary of ``voice-agent eval FILE``: presence by kind and distance, guards, date-guard audit."""
-    from voice_agent.evaluation.replay import KIND_ORDER, bucket_labels
+    """The terminal summary of ``voice-agent eval FILE``: presence by kind and distance, guards, expect, date audit.
+
+    Every headline carries the harvest mode (``(harvest=ids)``): it decides what a tool result hands back.
+    """
+    from voice_agent.evaluation.replay import KIND_ORDER, bucket_labels, harvest_label
 
     policies: dict[str, Any] = report["policies"]
     cfg = report["config"]
+    mode = str(report.get("harvest", cfg["harvest"]))
+    tag = f"(harvest={mode})"
     out.print(f"[bold]{report.get('file', '')}[/]: {report['records']} calls, K={cfg['keep']} S={cfg['every']} "
-              f"R={cfg['retention']} replay={cfg['replay']} harvest={cfg['harvest']} seed={cfg['seed']}")
+              f"R={cfg['retention']} replay={cfg['replay']} seed={cfg['seed']}")
+    out.print(f"harvest: {harvest_label(mode)}")
     for error in report.get("errors", []):
         out.print(f"[yellow]line {error['line']} skipped:[/] {error['message']}")
-    table = Table(title="Argument value in the assembled context at the action (verbatim)")
+    table = Table(title=f"Argument value in the assembled context at the action (verbatim) {tag}")
     table.add_column("fact kind")
     table.add_column("distance")
     for name in policies:
@@ -107,16 +124,17 @@ def print_replay_summary(report: dict[str, Any], *, show_failures: int = 10, out
     table.add_row("measured R", "", *[_pct(b["measured_retention"]) for b in policies.values()], "")
     out.print(table)
     guards = report["guards"]
-    out.print(f"ID guard verdicts: {guards['id'] or '(no identifier arguments)'}; "
+    out.print(f"{tag} ID guard verdicts: {guards['id'] or '(no identifier arguments)'}; "
               f"date guard verdicts: {guards['date'] or '(no date arguments)'}")
-    expect = report["expect"]
-    if expect["records"]:
-        out.print(f"expect: {expect['met']}/{expect['records']} records met their expected verdicts")
-        for unmet in expect["unmet"]:
-            out.print(f"  [red]unmet[/] {unmet['call']}: {unmet['checks']}")
+    id_sets = guards.get("id_by_set", {})
+    if id_sets.get("perturbed"):
+        out.print(f"{tag} ID guard verdicts on perturbed records: {id_sets['perturbed']}; "
+                  f"on clean records: {id_sets.get('clean') or '(none)'}")
+    print_expect(report.get("expect"), tag, out=out)
     accuracy = report.get("date_guard_accuracy")
     if accuracy:
-        audit = Table(title="Date guard: perturbed dates caught (verdict != ok) and false alarms on recorded actions")
+        audit = Table(title="Date guard: perturbed dates caught (verdict != ok) and false alarms on recorded actions "
+                            f"{tag}")
         for column in ("set", "n", "flagged", "rate", "verdicts"):
             audit.add_column(column, justify="left" if column in ("set", "verdicts") else "right")
         rec = accuracy["recorded"]
@@ -129,12 +147,45 @@ def print_replay_summary(report: dict[str, Any], *, show_failures: int = 10, out
         out.print(audit)
         failures = accuracy["failures"]
         if failures:
-            out.print(f"[bold]{len(failures)} recorded date argument(s) the guard refuses[/] "
+            out.print(f"[bold]{len(failures)} recorded date argument(s) the guard refuses[/] {tag} "
                       f"(all in the JSON report{'' if len(failures) <= show_failures else '; first shown'}):")
         for f in failures[:show_failures]:
             cites = "; ".join(f"turn {c['turn']}: {c['words']!r}" for c in f["citations"])
             out.print(f"  {f['call']} turn {f['turn']} {f['tool']}.{f['argument']}={f['value']} "
                       f"[red]{f['verdict']}[/]: {f['reason']} [dim](cited: {cites})[/]")
+
+
+def print_expect(expect: dict[str, Any] | None, tag: str, *, out: Console = console, limit: int = 10) -> None:
+    """The perturbed-records table: per kind, caught, clean twin accepted, and the pair score."""
+    if not expect or not expect.get("records"):
+        out.print(f"{tag} expect: no perturbed records (records with `expect`) in the file")
+        return
+    table = Table(title=f"Perturbed records vs their clean twins, at exactly the perturbed argument {tag}")
+    for column in ("kind", "pairs", "caught", "twin ok", "pair", "refused", "no twin", "unlocated"):
+        table.add_column(column, justify="left" if column == "kind" else "right")
+
+    def cells(body: dict[str, Any]) -> list[str]:
+        return [str(body["n"]), f"{body['caught']} {_pct(body['caught_rate'])}",
+                f"{body['twin_accepted']} {_pct(body['twin_accepted_rate'])}",
+                f"{body['pair']} {_pct(body['pair_rate'])}", f"{body['refused']} {_pct(body['refused_rate'])}",
+                str(body["missing_twin"]), str(body["unlocated"])]
+
+    for kind, body in expect["by_kind"].items():
+        table.add_row(kind, *cells(body))
+    table.add_section()
+    table.add_row("[bold]all[/]", *cells(expect["all"]))
+    out.print(table)
+    out.print(f"  [dim]{expect['definition']}[/]")
+    for pair in [p for p in expect["pairs"] if not p["pair"]][:limit]:
+        where = "; ".join(f"action {loc['action']} {loc['tool']}.{loc['argument']}={loc['value']}: "
+                          f"{loc['verdict']} (expected {loc['expected']}), twin {loc['twin_verdict']}"
+                          for loc in pair["locations"])
+        out.print(f"  [red]pair failed[/] {pair['call']} (twin {pair['twin']}): {where}")
+    for missing in expect["missing_twin"]:
+        out.print(f"  [yellow]missing twin[/] {missing['call']}: expected twin {missing['twin']!r} is not in the file; "
+                  f"not scored (any-action check: {'met' if missing['met'] else 'unmet'})")
+    for same in expect["unlocated"]:
+        out.print(f"  [yellow]unlocated[/] {same['call']}: identical to its twin {same['twin']}; not scored")
 
 
 def _verdicts(counts: dict[str, int]) -> str:
@@ -152,29 +203,45 @@ def replay(
     replay_mode: Annotated[str, typer.Option("--replay", help="caller: caller turns only; all: agent turns too.")] = (
         "caller"
     ),
-    harvest: Annotated[str, typer.Option("--harvest", help="all: ledger and slots; ids: ledger only.")] = "all",
+    harvest: Annotated[str, typer.Option("--harvest", help=HARVEST_HELP)] = "ids",
     perturb: Annotated[bool, typer.Option("--perturb/--no-perturb", help="Audit the date guard.")] = True,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     html_dir: Annotated[Path | None, typer.Option("--html", help="Write an HTML report with plots here.")] = None,
     timeline_calls: Annotated[int, typer.Option("--timeline-calls", help="Calls drawn in the timeline.")] = 3,
     show_failures: Annotated[int, typer.Option("--show-failures", help="Guard failures printed.")] = 10,
 ) -> None:
-    """Replays call records through the context core under each policy and scores each action's arguments."""
+    """Replays call records through the context core under each policy and scores each action's arguments.
+
+    Records with `expect` are perturbed copies of a clean call (its twin, named by the id: `<twin id>-<kind>`, e.g.
+    `...-bad-id`, or by a `twin` field). Each is scored at exactly the perturbed action and argument (found by diffing
+    against the twin): caught (the expected verdict there), twin accepted (verdict ok on the twin's same argument) and
+    the pair (both). Records whose twin is missing are listed.
+
+    Harvest (--harvest), printed beside every figure: ids (default) hands back only what a real backend returns
+    (identifiers, a created reference, a status); echo is an upper bound that hands every argument back.
+    """
     from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+    from voice_agent.settings import SettingsError, load_settings
+    from voice_agent.telemetry import install_telemetry
 
     if replay_mode not in ("caller", "all"):
         _fail(f"--replay takes caller or all, got {replay_mode!r}")
-    if harvest not in ("all", "ids"):
-        _fail(f"--harvest takes all or ids, got {harvest!r}")
+    if harvest == "all":
+        _fail("--harvest all is now --harvest echo (an upper bound: tool results hand every argument back)")
+    if harvest not in ("ids", "echo"):
+        _fail(f"--harvest takes ids or echo, got {harvest!r}")
     if not file.is_file():
         _fail(f"no such file: {file}")
     try:
+        settings = load_settings()
+        telemetry = install_telemetry(settings.telemetry)
         config = ReplayConfig(parse_policies(policy), retention, seed, keep, every,
-                              "all" if replay_mode == "all" else "caller", "ids" if harvest == "ids" else "all",
-                              perturb)
-    except ValueError as exc:
+                              "all" if replay_mode == "all" else "caller", "echo" if harvest == "echo" else "ids",
+                              perturb, settings)
+    except (ValueError, SettingsError) as exc:
         _fail(str(exc))
     result = evaluate_file(file, config)
+    telemetry.shutdown()
     print_replay_summary(result.report, show_failures=show_failures)
     if json_path is not None:
         json_path.write_text(json.dumps(result.report, indent=1, default=str), encoding="utf-8")

@@ -10,6 +10,12 @@ Four figures, each a PNG embedded as base64 (and also written to ``DIR`` for reu
 * ``fig-date-guard``: the date guard's verdicts on the recorded date arguments and on
   each kind of perturbation.
 
+Tables: presence by fact kind, presence by distance bucket (statement to action) per
+policy and fact kind, the ID guard's verdicts (perturbed records, their perturbed
+arguments, the clean twins' same arguments, clean records), the perturbed-record
+scores (caught, twin accepted, pair; missing twins listed) and the date guard. Every
+heading names the harvest mode the figures were measured with.
+
 Everything is drawn from the JSON report alone, so a saved report can be re-rendered.
 """
 
@@ -158,6 +164,50 @@ def _pct(rate: Any) -> str:
     return "-" if rate is None else f"{float(rate):.1%}"
 
 
+BUCKET_ORDER = ("0-6", "7-15", "16-30", "31+", "n/a")
+KIND_ORDER = ("identifier", "date_constraint", "other", "unlinked")
+ID_VERDICTS = ("ok", "unverified", "mutated", "unknown")
+
+
+def distance_rows(policies: Mapping[str, Any]) -> list[list[Any]]:
+    """Fact kind x distance bucket rows, one cell per policy: ``rate (present/n)``."""
+    rows: list[list[Any]] = []
+    kinds = [k for k in KIND_ORDER if any(k in b.get("by_kind_bucket", {}) for b in policies.values())]
+    kinds += sorted({k for b in policies.values() for k in b.get("by_kind_bucket", {})} - set(kinds))
+    for kind in kinds:
+        buckets = {label for b in policies.values() for label in b.get("by_kind_bucket", {}).get(kind, {})}
+        for label in [*[x for x in BUCKET_ORDER if x in buckets], *sorted(buckets - set(BUCKET_ORDER))]:
+            cells = []
+            for body in policies.values():
+                cell = body.get("by_kind_bucket", {}).get(kind, {}).get(label)
+                cells.append(f"{_pct(cell['rate'])} ({cell['present']}/{cell['n']})" if cell else "-")
+            rows.append([kind, label, *cells])
+    return rows
+
+
+def id_guard_rows(guards: Mapping[str, Any], expect: Mapping[str, Any]) -> list[list[Any]]:
+    """ID-guard verdicts: perturbed records, their perturbed arguments, the twins' same arguments, clean records."""
+    sets = guards.get("id_by_set", {})
+    at = expect.get("at_argument", {}).get("id_guard", {})
+    columns = [sets.get("perturbed", {}), at.get("perturbed", {}), at.get("twin", {}), sets.get("clean", {})]
+    verdicts = [*ID_VERDICTS, *sorted({v for c in columns for v in c} - set(ID_VERDICTS))]
+    return [[verdict, *[c.get(verdict, 0) for c in columns]] for verdict in verdicts]
+
+
+def expect_rows(expect: Mapping[str, Any]) -> list[list[Any]]:
+    """Per perturbation kind (then all): pairs, caught, twin accepted, pair, refused, missing twins, unlocated."""
+    def cells(body: Mapping[str, Any]) -> list[Any]:
+        return [body["n"], f"{body['caught']} ({_pct(body['caught_rate'])})",
+                f"{body['twin_accepted']} ({_pct(body['twin_accepted_rate'])})",
+                f"{body['pair']} ({_pct(body['pair_rate'])})", f"{body['refused']} ({_pct(body['refused_rate'])})",
+                body["missing_twin"], body["unlocated"]]
+
+    rows = [[kind, *cells(body)] for kind, body in expect.get("by_kind", {}).items()]
+    if expect.get("all"):
+        rows.append(["all", *cells(expect["all"])])
+    return rows
+
+
 def render_html(report: Mapping[str, Any], out_dir: Path | str, *, timeline_calls: int = TIMELINE_CALLS) -> Path:
     """Writes ``index.html`` (self-contained) and the figure PNGs into ``out_dir``.
 
@@ -180,11 +230,14 @@ def render_html(report: Mapping[str, Any], out_dir: Path | str, *, timeline_call
     images["fig-survival"].append(("survival.png", _png(survival_figure(report.get("survival", []), retention))))
     images["fig-tokens"].append(("tokens.png", _png(tokens_figure(report.get("policies", {})))))
     images["fig-date-guard"].append(("date-guard.png", _png(date_guard_figure(report.get("date_guard_accuracy")))))
+    config = report.get("config", {})
+    harvest = str(report.get("harvest", config.get("harvest", "")))
+    tag = f"(harvest={harvest})"
     titles = {
-        "fig-presence-timeline": "Fact presence by turn (green: in context, red: lost, grey: not said yet)",
-        "fig-survival": "Survival vs summary rewrites, with R^n",
-        "fig-tokens": "Tokens per request by turn",
-        "fig-date-guard": "Date-guard outcomes",
+        "fig-presence-timeline": f"Fact presence by turn (green: in context, red: lost, grey: not said yet) {tag}",
+        "fig-survival": f"Survival vs summary rewrites, with R^n {tag}",
+        "fig-tokens": f"Tokens per request by turn {tag}",
+        "fig-date-guard": f"Date-guard outcomes {tag}",
     }
     sections = []
     for fid in FIGURE_IDS:
@@ -215,7 +268,33 @@ def render_html(report: Mapping[str, Any], out_dir: Path | str, *, timeline_call
          "; ".join(f"turn {c['turn']}: {c['words']}" for c in f["citations"])]
         for f in accuracy.get("failures", [])
     ]
-    config = report.get("config", {})
+    expect: Mapping[str, Any] = report.get("expect") or {}
+    guards: Mapping[str, Any] = report.get("guards") or {}
+    meaning = str(report.get("harvest_meaning", config.get("harvest_meaning", harvest)))
+    if expect.get("records"):
+        expect_html = _table(["kind", "pairs scored", "caught", "twin accepted", "pair (caught AND twin ok)",
+                              "refused", "missing twin", "unlocated"], expect_rows(expect))
+        expect_html += f"<p>{html.escape(str(expect.get('definition', '')))}</p>"
+        listed = [[m["call"], m.get("twin") or "-", m["kind"], m.get("reason", "")]
+                  for m in [*expect.get("missing_twin", []), *expect.get("unlocated", [])]]
+        if listed:
+            expect_html += "<h3>Not scored: twin missing or not located</h3>"
+            expect_html += _table(["call", "expected twin", "kind", "why"], listed)
+        failed = [[p["call"], p["twin"], p["kind"], loc["action"], f"{loc['tool']}.{loc['argument']}",
+                   loc["value"], loc["expected"], loc["verdict"] or "not checked", loc["twin_verdict"] or "not checked"]
+                  for p in expect.get("pairs", []) if not p["pair"] for loc in p["locations"]]
+        if failed:
+            expect_html += "<h3>Pairs that failed</h3>"
+            expect_html += _table(["call", "twin", "kind", "action", "argument", "value", "expected", "verdict",
+                                   "twin verdict"], failed)
+    else:
+        expect_html = "<p>No perturbed records (records with <code>expect</code>) in this file.</p>"
+    id_rows = id_guard_rows(guards, expect)
+    if any(any(c for c in row[1:]) for row in id_rows):
+        id_html = _table(["verdict", "perturbed records (all identifier args)", "perturbed argument",
+                          "clean twin, same argument", "clean records (all identifier args)"], id_rows)
+    else:
+        id_html = "<p>No identifier arguments were checked.</p>"
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>voice-agent eval</title>
 <style>
@@ -227,12 +306,22 @@ section.figure img {{ display: block; max-width: 100%; margin: 0.5em 0; border: 
 <h1>voice-agent eval: {html.escape(str(report.get("file", "")))}</h1>
 <p>{report.get("records", 0)} calls; policies {", ".join(policies)}; K={config.get("keep")}, S={config.get("every")},
 R={config.get("retention")}, replay={html.escape(str(config.get("replay")))}, seed={config.get("seed")}.</p>
-<h2>Argument value in context at the action, by fact kind</h2>
+<p id="harvest-mode"><strong>harvest={html.escape(harvest)}</strong>: {html.escape(meaning)}</p>
+<h2>Argument value in context at the action, by fact kind {tag}</h2>
 {_table(["fact kind", *policies], presence_rows)}
-<h2>Date guard</h2>
+<section id="distance-breakdown"><h2>Presence by distance between the caller's last statement and the action {tag}</h2>
+{_table(["fact kind", "distance (turns)", *policies], distance_rows(policies))}
+</section>
+<section id="id-guard"><h2>ID guard verdicts {tag}</h2>
+{id_html}
+</section>
+<section id="expect"><h2>Perturbed records vs their clean twins, at exactly the perturbed argument {tag}</h2>
+{expect_html}
+</section>
+<h2>Date guard {tag}</h2>
 {_table(["set", "n", "flagged", "rate"], guard_rows)}
 {"".join(sections)}
-<h2>Recorded actions the date guard refuses</h2>
+<h2>Recorded actions the date guard refuses {tag}</h2>
 {_table(["call", "turn", "tool", "argument", "value", "verdict", "cited"], failures)}
 </body></html>
 """

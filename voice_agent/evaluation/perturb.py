@@ -16,14 +16,40 @@ copies of the call:
 A perturbation is caught when the verdict is not ``ok``. The recorded actions
 themselves should pass: a verdict other than ``ok`` there is a false alarm, and
 every one is listed with the guard's reason and cited turns.
+
+Perturbed records (:func:`expect_report`). A record with ``expect`` is a perturbed
+copy of a clean call, its *twin*. The twin is named by an explicit ``twin`` field (or
+``perturbation.of``; both also read under ``meta``) when the raw record has one, else
+by the id: ``<twin id>-<kind>``, e.g. ``sgd-train-15_00033-bad-id`` is the ``bad-id``
+perturbation of ``sgd-train-15_00033`` (the longest id in the file that the record's
+id extends with a ``-``). The perturbed action and argument are
+``perturbation.action`` / ``perturbation.arg`` when given, else found by diffing the
+record's actions against its twin's (paired by tool and occurrence): every argument
+whose value differs, keeping those the expected guard checks (identifiers for
+``id_guard``, dates for ``date_guard``) when there are any. When the actions are
+identical and the turns differ, the perturbation is in what was said: every argument
+the expected guard checks in an action after the first differing utterance.
+
+Scoring, per perturbed record, at exactly those arguments:
+
+* *caught*: the guard's verdict on the perturbed record's argument is the expected one
+  (``expect``), at every located argument;
+* *twin accepted*: the same guard's verdict on the twin's same action and argument is
+  ``ok`` (a guard that refuses both detects nothing);
+* *pair*: caught AND twin accepted.
+
+Records whose twin is not in the file are listed under ``missing_twin`` (with the
+verdicts on every action, for reference) and not counted in the per-kind scores;
+records identical to their twin are listed under ``unlocated``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,7 +57,7 @@ from voice_agent.core.dates import ConstraintKind, extract_constraints
 from voice_agent.core.guards.date_guard import DateVerdict, parse_date_argument
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
-from voice_agent.evaluation.replay import ActionContext, RecordReplay, check_date, link_map
+from voice_agent.evaluation.replay import ActionContext, ArgumentRow, RecordReplay, check_date, link_map
 from voice_agent.scenarios import Fact, Scenario
 
 PerturbationKind = Literal["stale", "limit", "unrelated"]
@@ -182,3 +208,270 @@ class DateGuardAudit:
             "failures": failures,
             "missed": [c for c in self.checks if c["verdict"] == DateVerdict.OK.value],
         }
+
+
+# -- perturbed records and their clean twins ---------------------------------------------------------------------------
+
+GUARD_PARAM_KINDS: dict[str, str] = {"id_guard": ParamKind.IDENTIFIER.value, "date_guard": ParamKind.DATE.value}
+"""The ``expect`` guards and the parameter kind each one checks."""
+
+BAD_SUFFIX = re.compile(r"-(bad-[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*)$")
+"""A perturbation suffix such as ``-bad-id`` or ``-bad-date``, read when the twin is not in the file."""
+
+EXPECT_DEFINITION = (
+    "caught: the expected verdict on exactly the perturbed argument; twin accepted: verdict ok on the clean twin's "
+    "same action and argument; pair: caught AND twin accepted"
+)
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """Where one perturbed record differs from its clean twin.
+
+    Attributes:
+        call: The perturbed record's id.
+        twin: The twin's id (None when nothing names one).
+        twin_found: Whether the twin is among the records.
+        kind: The perturbation kind (``bad-id``, ...).
+        locations: (action index in the record, action index in the twin, argument) of each perturbed argument.
+        located_by: ``explicit``, ``arguments`` (diffed against the twin), ``turns``, or ``""`` (not located).
+    """
+
+    call: str
+    twin: str | None
+    twin_found: bool
+    kind: str
+    locations: tuple[tuple[int, int | None, str], ...] = ()
+    located_by: str = ""
+
+
+def _explicit(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The explicit perturbation fields of a raw record: ``twin``, ``kind``, ``action``, ``arg``."""
+    if not raw:
+        return {}
+    out: dict[str, Any] = {}
+    meta = raw.get("meta") if isinstance(raw.get("meta"), Mapping) else {}
+    for scope in (meta, raw):
+        assert isinstance(scope, Mapping)
+        block = scope.get("perturbation")
+        if isinstance(block, Mapping):
+            for src, dst in (("of", "twin"), ("twin", "twin"), ("kind", "kind"), ("action", "action"),
+                             ("arg", "arg"), ("argument", "arg")):
+                if block.get(src) is not None:
+                    out[dst] = block[src]
+        elif isinstance(block, str):
+            out["kind"] = block
+        if isinstance(scope.get("twin"), str):
+            out["twin"] = scope["twin"]
+    return out
+
+
+def _expect_kind(expect: Mapping[str, str]) -> str:
+    return "+".join(f"{guard}={verdict}" for guard, verdict in sorted(expect.items()))
+
+
+def find_perturbation(
+    record: Scenario, by_id: Mapping[str, Scenario], replay: RecordReplay, raw: Mapping[str, Any] | None = None
+) -> Perturbation:
+    """Names the twin of a perturbed record and locates the perturbed arguments (see the module docstring)."""
+    fields = _explicit(raw)
+    twin_id: str | None = str(fields["twin"]) if fields.get("twin") else None
+    if twin_id is None:
+        prefixes = [i for i in by_id if i != record.id and record.id.startswith(i + "-") and not by_id[i].expect]
+        if prefixes:
+            twin_id = max(prefixes, key=len)
+    if twin_id is None:
+        match = BAD_SUFFIX.search(record.id)
+        twin_id = record.id[: match.start()] if match else None
+    twin = by_id.get(twin_id) if twin_id is not None else None
+    if twin is not None and twin.expect:
+        twin = None
+    kind = str(fields.get("kind") or "")
+    if not kind and twin_id is not None and record.id.startswith(twin_id + "-"):
+        kind = record.id[len(twin_id) + 1:]
+    if not kind:
+        kind = _expect_kind(record.expect or {})
+    base = Perturbation(record.id, twin_id, twin is not None, kind)
+    rows = {(r.action, r.argument): r for r in replay.arguments}
+    wanted_kinds = {GUARD_PARAM_KINDS[g] for g in (record.expect or {}) if g in GUARD_PARAM_KINDS}
+    if "action" in fields and "arg" in fields:
+        try:
+            a_index = int(fields["action"])
+        except (TypeError, ValueError):
+            a_index = -1
+        pairing = _pair_actions(record, twin) if twin is not None else {}
+        return Perturbation(record.id, twin_id, twin is not None, kind,
+                            ((a_index, pairing.get(a_index), str(fields["arg"])),), "explicit")
+    if twin is None:
+        return base
+    pairing = _pair_actions(record, twin)
+    diffs: list[tuple[int, int | None, str]] = []
+    for a_index, action in enumerate(record.actions):
+        t_index = pairing.get(a_index)
+        twin_args = twin.actions[t_index].args if t_index is not None else {}
+        for name, value in action.args.items():
+            if t_index is None or twin_args.get(name) != value:
+                diffs.append((a_index, t_index, name))
+    if diffs:
+        matching = [d for d in diffs if rows.get((d[0], d[2])) is not None
+                    and rows[(d[0], d[2])].param_kind in wanted_kinds]
+        return Perturbation(record.id, twin_id, True, kind, tuple(matching or diffs), "arguments")
+    said = [t.model_dump() for t in record.turns]
+    said_twin = [t.model_dump() for t in twin.turns]
+    first = next((i for i, (a, b) in enumerate(zip(said, said_twin, strict=False)) if a != b),
+                 None if len(said) == len(said_twin) else min(len(said), len(said_twin)))
+    if first is None:
+        return base
+    after = tuple(
+        (r.action, pairing.get(r.action), r.argument) for r in replay.arguments
+        if r.turn > first and r.param_kind in wanted_kinds
+    )
+    return Perturbation(record.id, twin_id, True, kind, after, "turns" if after else "")
+
+
+def _pair_actions(record: Scenario, twin: Scenario) -> dict[int, int]:
+    """Record action index -> twin action index, by tool and occurrence (n-th call of a tool to its n-th)."""
+    slots: dict[str, list[int]] = defaultdict(list)
+    for t_index, action in enumerate(twin.actions):
+        slots[action.tool].append(t_index)
+    seen: Counter[str] = Counter()
+    out: dict[int, int] = {}
+    for a_index, action in enumerate(record.actions):
+        n = seen[action.tool]
+        seen[action.tool] += 1
+        if n < len(slots[action.tool]):
+            out[a_index] = slots[action.tool][n]
+    return out
+
+
+def guard_verdict(row: ArgumentRow | None, guard: str) -> str | None:
+    """The verdict ``guard`` (``id_guard`` or ``date_guard``) gave one argument, None when it did not check it."""
+    if row is None:
+        return None
+    check = row.id_guard if guard == "id_guard" else row.date_guard if guard == "date_guard" else None
+    return None if check is None else str(check["verdict"])
+
+
+def _guard_for(row: ArgumentRow | None, expect: Mapping[str, str]) -> str:
+    for guard in expect:
+        if row is not None and GUARD_PARAM_KINDS.get(guard) == row.param_kind:
+            return guard
+    return next(iter(expect))
+
+
+def _any_action_checks(record: Scenario, replay: RecordReplay) -> list[dict[str, Any]]:
+    """The fallback check of a record that cannot be located: the expected verdict on any argument of any action."""
+    checks = []
+    for guard, wanted in (record.expect or {}).items():
+        observed = [v for r in replay.arguments if (v := guard_verdict(r, guard)) is not None]
+        checks.append({"guard": guard, "expected": wanted, "observed": observed, "met": wanted in observed})
+    return checks
+
+
+def _rate(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def expect_report(
+    records: Sequence[Scenario], replays: Sequence[RecordReplay], harvest: str,
+    raw: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Scores every perturbed record at its perturbed arguments, and its clean twin at the same arguments.
+
+    Also fills each perturbed replay's ``expect``.
+
+    Args:
+        records: The records, in the order of ``replays``.
+        replays: Their replays.
+        harvest: The harvest mode the replays ran with (reported beside every figure).
+        raw: Record id -> raw record object, for explicit ``twin`` / ``perturbation`` fields.
+
+    Returns:
+        ``records``/``met``/``unmet`` (per record), ``by_kind`` (caught, twin accepted, pair), the scored ``pairs``,
+        ``missing_twin`` and ``unlocated`` records, and the verdicts at the perturbed arguments by guard.
+    """
+    by_id = {r.id: r for r in records}
+    replay_of = {rep.call: rep for rep in replays}
+    pairs: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    unlocated: list[dict[str, Any]] = []
+    per_record: list[dict[str, Any]] = []
+    at_argument: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: {"perturbed": Counter(), "twin": Counter()})
+    for record, replay in zip(records, replays, strict=True):
+        if not record.expect:
+            continue
+        found = find_perturbation(record, by_id, replay, (raw or {}).get(record.id))
+        entry: dict[str, Any] = {"call": record.id, "twin": found.twin, "kind": found.kind,
+                                 "located_by": found.located_by}
+        if not found.twin_found or not found.locations:
+            checks = _any_action_checks(record, replay)
+            entry.update(checks=checks, met=all(c["met"] for c in checks), scored_at="any action (not located)")
+            (missing if not found.twin_found else unlocated).append(
+                {**entry, "reason": "twin not in the file" if not found.twin_found else "identical to its twin"})
+            replay.expect = entry
+            per_record.append(entry)
+            continue
+        twin_replay = replay_of.get(found.twin or "")
+        rows = {(r.action, r.argument): r for r in replay.arguments}
+        twin_rows = {(r.action, r.argument): r for r in twin_replay.arguments} if twin_replay else {}
+        locations = []
+        for a_index, t_index, arg in found.locations:
+            row = rows.get((a_index, arg))
+            twin_row = twin_rows.get((t_index, arg)) if t_index is not None else None
+            guard = _guard_for(row, record.expect)
+            verdict, twin_verdict = guard_verdict(row, guard), guard_verdict(twin_row, guard)
+            at_argument[guard]["perturbed"][verdict or "not checked"] += 1
+            at_argument[guard]["twin"][twin_verdict or "not checked"] += 1
+            locations.append({
+                "action": a_index, "twin_action": t_index, "turn": row.turn if row else None,
+                "tool": row.tool if row else None, "argument": arg, "value": row.value if row else None,
+                "twin_value": twin_row.value if twin_row else None, "guard": guard,
+                "expected": record.expect[guard], "verdict": verdict, "twin_verdict": twin_verdict,
+                "caught": verdict == record.expect[guard], "refused": verdict not in (None, "ok"),
+                "twin_accepted": twin_verdict == "ok",
+            })
+        caught = all(loc["caught"] for loc in locations)
+        twin_ok = all(loc["twin_accepted"] for loc in locations)
+        checks = [
+            {"guard": guard, "expected": wanted,
+             "observed": [loc["verdict"] for loc in locations if loc["guard"] == guard],
+             "met": all(loc["caught"] for loc in locations if loc["guard"] == guard)
+             and any(loc["guard"] == guard for loc in locations)}
+            for guard, wanted in record.expect.items()
+        ]
+        pair = {**entry, "locations": locations, "caught": caught, "refused": all(loc["refused"] for loc in locations),
+                "twin_accepted": twin_ok, "pair": caught and twin_ok}
+        pairs.append(pair)
+        entry.update(checks=checks, met=all(c["met"] for c in checks), scored_at="perturbed argument")
+        replay.expect = entry
+        per_record.append(entry)
+    kinds = sorted({p["kind"] for p in pairs} | {m["kind"] for m in missing} | {u["kind"] for u in unlocated})
+    by_kind = {kind: _kind_scores([p for p in pairs if p["kind"] == kind],
+                                  sum(1 for m in missing if m["kind"] == kind),
+                                  sum(1 for u in unlocated if u["kind"] == kind)) for kind in kinds}
+    return {
+        "harvest": harvest,
+        "definition": EXPECT_DEFINITION,
+        "records": len(per_record),
+        "met": sum(1 for e in per_record if e["met"]),
+        "unmet": [e for e in per_record if not e["met"]],
+        "by_kind": by_kind,
+        "all": _kind_scores(pairs, len(missing), len(unlocated)),
+        "pairs": pairs,
+        "missing_twin": missing,
+        "unlocated": unlocated,
+        "at_argument": {g: {k: dict(c) for k, c in sets.items()} for g, sets in sorted(at_argument.items())},
+    }
+
+
+def _kind_scores(pairs: Sequence[Mapping[str, Any]], missing: int, unlocated: int) -> dict[str, Any]:
+    n = len(pairs)
+    caught = sum(1 for p in pairs if p["caught"])
+    refused = sum(1 for p in pairs if p["refused"])
+    accepted = sum(1 for p in pairs if p["twin_accepted"])
+    both = sum(1 for p in pairs if p["pair"])
+    return {
+        "n": n, "caught": caught, "caught_rate": _rate(caught, n), "refused": refused,
+        "refused_rate": _rate(refused, n), "twin_accepted": accepted, "twin_accepted_rate": _rate(accepted, n),
+        "pair": both, "pair_rate": _rate(both, n), "missing_twin": missing, "unlocated": unlocated,
+    }

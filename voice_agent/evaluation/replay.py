@@ -4,8 +4,8 @@ Each record's utterances are fed to a :class:`~voice_agent.core.call_state.CallS
 (caller utterances only by default; ``replay="all"`` adds the recorded agent
 utterances). Each recorded action runs at its turn through the tool layer exactly as
 in a live call: the :class:`~voice_agent.core.tool_gate.ToolGate` reviews it (ID guard,
-date guard), a replay backend answers with the action's own arguments as the
-structured result, and the gate harvests that result into the ledger and slots.
+date guard), a replay backend answers it (see *Harvest* below), and the gate harvests
+that result into the ledger and slots.
 
 Before each action the policy assembles the context the model would see at that
 moment, and every argument value is looked for in it verbatim (or the caller's
@@ -17,12 +17,24 @@ argument is an identifier when its name is the key of an ``identifier`` fact (SG
 keys such as ``Events_2.date`` match on the part after the dot too), and a date
 when its recorded value is an ISO date.
 
-Harvest (a decision, documented here): identifier arguments enter the ledger under
-their argument name as role; with ``harvest="all"`` (the default) every other
-argument is also written to a slot of a permissive per-record slot model, one slot
-per service (or tool) and argument, e.g. ``Events_1__date``. That mirrors a live
-domain, whose structured tool results fill typed slots; ``harvest="ids"`` keeps the
-ledger only.
+Harvest: what the replay backend hands back, and what the gate harvests from it. The
+mode is part of every headline figure (``harvest`` in the JSON, beside every figure in
+the text and HTML reports), because it decides what ``lanes`` can keep:
+
+* ``ids`` (the default): the tool result holds only what a real backend returns: a
+  status, the action's identifier arguments (the records it looked up), and, for an
+  action that creates something (``transactional`` in SGD, i.e. ``mutates``), a
+  reference it created (``reservation_id``, ``booking_id``, ``ticket_id`` or
+  ``confirmation_id``, derived deterministically from the call id and the action
+  index). No other argument is ever handed back. Identifiers and created references
+  enter the ledger; nothing enters a slot. When SGD says an action found nothing
+  (``n_results: 0``) the status is ``no_results`` (a lookup) or ``failed`` (a
+  booking), and nothing is created.
+* ``echo``: an upper bound, not a measurement. The tool result hands every argument
+  back, identifiers enter the ledger and every other argument a slot of a permissive
+  per-record slot model (one slot per service, or tool, and argument, e.g.
+  ``Events_1__date``). Whatever an action once carried then stays in ``lanes``'
+  KNOWN FACTS for the rest of the call, whatever the caller did or did not say.
 
 Two deliberate differences from the live session, both reported upstream:
 
@@ -38,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import re
 import statistics
@@ -49,6 +62,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from voice_agent.agent.brain import Brain
+from voice_agent.call_factory import build_session
 from voice_agent.core.assembler import AssemblerConfig
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import DropEvent, facts_present
@@ -57,16 +72,54 @@ from voice_agent.core.policy import ContextPolicy, rewrite_schedule
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import ToolOutcome
+from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
 from voice_agent.scenarios import Action, Fact, Scenario, load_call_records
+from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 
 ReplayMode = Literal["caller", "all"]
-HarvestMode = Literal["all", "ids"]
+HarvestMode = Literal["ids", "echo"]
+
+DEFAULT_HARVEST: HarvestMode = "ids"
+HARVEST_MODES: dict[str, str] = {
+    "ids": "ids (tool results hold only identifiers, created references and a status, as a real backend's)",
+    "echo": "echo (upper bound: tool results hand every argument back)",
+}
+"""Each harvest mode and what it means, as printed beside every headline figure."""
+
+
+def harvest_label(mode: str) -> str:
+    """``mode`` with its meaning, e.g. ``echo (upper bound: tool results hand every argument back)``."""
+    return HARVEST_MODES.get(mode, mode)
+
+
+CREATED_REFERENCES: tuple[tuple[str, str, str], ...] = (
+    ("reserve", "reservation_id", "RSV"),
+    ("book", "booking_id", "BKG"),
+    ("buy", "ticket_id", "TKT"),
+    ("purchase", "ticket_id", "TKT"),
+)
+"""(tool-name prefix, result field, reference prefix) of what a creating action returns; else ``confirmation_id``."""
+
+
+def created_reference_field(tool: str) -> tuple[str, str]:
+    """(result field, reference prefix) of the reference a creating ``tool`` returns."""
+    lowered = tool.lower()
+    for prefix, name, code in CREATED_REFERENCES:
+        if lowered.startswith(prefix):
+            return name, code
+    return "confirmation_id", "CNF"
+
+
+def created_reference(call: str, action_index: int, prefix: str) -> str:
+    """A deterministic reference for the thing action ``action_index`` of ``call`` created: ``RSV-1A2B3C4D``."""
+    digest = hashlib.sha256(f"{call}#{action_index}".encode()).hexdigest()[:8].upper()
+    return f"{prefix}-{digest}"
 
 DISTANCE_BUCKETS: tuple[tuple[int, int | None], ...] = ((0, 6), (7, 15), (16, 30), (31, None))
 """Distance buckets in turns (exchanges); 0-6 is inside the default raw window K=6."""
@@ -141,12 +194,15 @@ def read_action_extras(path: Path | str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def tool_specs(record: Scenario, harvest: HarvestMode = "all", extras: ActionExtras = ()) -> dict[str, ToolSpec]:
+def tool_specs(
+    record: Scenario, harvest: HarvestMode = DEFAULT_HARVEST, extras: ActionExtras = ()
+) -> dict[str, ToolSpec]:
     """Tool specs for the tools a record's actions call.
 
     Args:
         record: The call record.
-        harvest: ``all``: identifiers to the ledger and every other argument to a slot; ``ids``: ledger only.
+        harvest: ``ids``: identifiers and created references to the ledger, no slots; ``echo``: identifiers to the
+            ledger and every other argument to a slot (see the module docstring).
         extras: The raw action objects, for ``service`` (groups slots) and ``transactional`` (``mutates``).
 
     Returns:
@@ -179,13 +235,18 @@ def tool_specs(record: Scenario, harvest: HarvestMode = "all", extras: ActionExt
                       required=False)
             for name, kind in params.items()
         )
-        harvest_fields = tuple(
+        harvest_fields = [
             HarvestField(name, role=name) if kind is ParamKind.IDENTIFIER
             else HarvestField(name, slot=_slot_name(groups[tool][name], name))
             for name, kind in params.items()
-            if kind is ParamKind.IDENTIFIER or harvest == "all"
-        )
-        specs[tool] = ToolSpec(tool, f"{tool} (replayed)", tool_params, mutates=mutates[tool], harvest=harvest_fields)
+            if kind is ParamKind.IDENTIFIER or harvest == "echo"
+        ]
+        if harvest == "ids" and mutates[tool]:
+            created, _ = created_reference_field(tool)
+            if created not in params:
+                harvest_fields.append(HarvestField(created, role=created))
+        specs[tool] = ToolSpec(tool, f"{tool} (replayed)", tool_params, mutates=mutates[tool],
+                               harvest=tuple(harvest_fields))
     return specs
 
 
@@ -263,8 +324,11 @@ class ReplayConfig:
         keep: K, recent turns kept raw.
         every: S, summary regeneration cadence.
         replay: ``caller`` (caller utterances only) or ``all`` (recorded agent utterances too).
-        harvest: ``all`` (ledger and slots) or ``ids`` (ledger only).
+        harvest: ``ids`` (the default: tool results hold only identifiers, created references and a status) or
+            ``echo`` (an upper bound: tool results hand every argument back, harvested into slots).
         perturb: Also check perturbed copies of every date argument (date-guard accuracy).
+        settings: The settings each replayed call is built from (ledger capacity, output guard...);
+            None: the defaults. Policy, K and S come from the fields above.
     """
 
     policies: tuple[PolicyName, ...] = (PolicyName.LANES, PolicyName.ROLLING, PolicyName.WINDOW)
@@ -273,14 +337,17 @@ class ReplayConfig:
     keep: int = 6
     every: int = 5
     replay: ReplayMode = "caller"
-    harvest: HarvestMode = "all"
+    harvest: HarvestMode = DEFAULT_HARVEST
     perturb: bool = True
+    settings: Settings | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.retention <= 1.0:
             raise ValueError(f"--retention must lie in [0, 1], got {self.retention}")
         if not self.policies:
             raise ValueError("at least one policy is needed")
+        if self.harvest not in HARVEST_MODES:
+            raise ValueError(f"--harvest takes {' or '.join(HARVEST_MODES)}, got {self.harvest!r}")
         ContextPolicy(self.keep, self.every)  # validates K and S
 
     def to_json(self) -> dict[str, Any]:
@@ -288,6 +355,7 @@ class ReplayConfig:
         return {
             "policies": [p.value for p in self.policies], "retention": self.retention, "seed": self.seed,
             "keep": self.keep, "every": self.every, "replay": self.replay, "harvest": self.harvest,
+            "harvest_meaning": harvest_label(self.harvest),
         }
 
 
@@ -382,7 +450,11 @@ class RecordReplay:
     Attributes:
         call: Record id.
         arguments: One row per action argument.
-        expect: The record's ``expect`` check, if it has one.
+        expect: The record's ``expect`` check, if it has one (filled by :func:`evaluate_records`, which knows the
+            record's clean twin; see :mod:`voice_agent.evaluation.perturb`).
+        perturbed: The record carries ``expect`` (a perturbed copy of a call).
+        tool_results: Action index -> the structured result the model received (the backend's answer, or the
+            gate's rejection), from the first policy's run.
         tokens: Policy -> estimated tokens of the first request of each exchange, by exchange.
         timeline: Policy -> fact label -> per-exchange presence (None before the caller stated it).
         drops: Policy -> the drop log of its summary passes.
@@ -393,6 +465,8 @@ class RecordReplay:
     call: str
     arguments: list[ArgumentRow] = field(default_factory=list)
     expect: dict[str, Any] | None = None
+    perturbed: bool = False
+    tool_results: dict[int, dict[str, Any]] = field(default_factory=dict)
     tokens: dict[str, dict[int, int]] = field(default_factory=dict)
     timeline: dict[str, dict[str, list[bool | None]]] = field(default_factory=dict)
     drops: dict[str, list[DropEvent]] = field(default_factory=dict)
@@ -411,29 +485,25 @@ def make_policy(
     return LanesPolicy(config, summarizer, date_guard)
 
 
+def record_domain(record: Scenario, specs: Mapping[str, ToolSpec], slot_model: type[BaseModel]) -> Domain:
+    """The domain a replayed record runs in: its tools, its slots, no handlers (the replay answers)."""
+    return Domain(
+        name=record.domain, slot_model=slot_model, tools=tuple(specs.values()), handlers={},
+        make_brain=_no_brain, system_prompt=assembler_config(record).system_prompt.replace("{", "{{").replace(
+            "}", "}}"),
+    )
+
+
+def _no_brain() -> Brain:
+    raise RuntimeError("a replayed record runs its recorded actions, not a brain")
+
+
 def assembler_config(record: Scenario) -> AssemblerConfig:
     """The system prompt a replayed call is assembled with."""
     today = record.reference_date.isoformat() if record.reference_date else "unknown"
     return AssemblerConfig(
         system_prompt=f"You are a phone agent for {record.domain}. Today is {today}. Use the tools to act."
     )
-
-
-def _expect_check(record: Scenario, decisions: Mapping[int, GateDecision]) -> dict[str, Any] | None:
-    """Checks the record's ``expect`` against the verdicts on its last actions (those at the highest turn)."""
-    if not record.expect or not record.actions:
-        return None
-    last_turn = max(a.turn for a in record.actions)
-    last = [decisions[i] for i, a in enumerate(record.actions) if a.turn == last_turn and i in decisions]
-    observed: dict[str, list[str]] = {
-        "id_guard": [c.verdict.value for d in last for c in d.id_checks],
-        "date_guard": [c.verdict.value for d in last for c in d.date_checks],
-    }
-    checks = []
-    for guard, wanted in record.expect.items():
-        got = observed.get(guard)
-        checks.append({"guard": guard, "expected": wanted, "observed": got, "met": got is not None and wanted in got})
-    return {"call": record.id, "checks": checks, "met": all(c["met"] for c in checks)}
 
 
 async def replay_record(
@@ -450,7 +520,8 @@ async def replay_record(
         extras: The record's raw action objects (see :func:`tool_specs`).
 
     Returns:
-        Argument rows, the expect check, tokens, presence timelines and drop logs.
+        Argument rows, tool results, tokens, presence timelines and drop logs (the expect check is scored across
+        records, by :func:`evaluate_records`).
     """
     specs = tool_specs(record, config.harvest, extras)
     slot_model = slot_model_for(specs)
@@ -460,22 +531,24 @@ async def replay_record(
     reference = record.reference_date or dt.date.today()
     ctx_policy = ContextPolicy(config.keep, config.every)
     labels = fact_labels(record)
-    out = RecordReplay(call=record.id, exchanges=record.exchanges,
+    out = RecordReplay(call=record.id, exchanges=record.exchanges, perturbed=bool(record.expect),
                        fact_kinds={label: f.kind for label, f in zip(labels, record.facts, strict=True)})
     rows: dict[tuple[int, str], ArgumentRow] = {}
-    decisions: dict[int, GateDecision] = {}
     by_turn: dict[int, list[tuple[int, Action]]] = defaultdict(list)
     for a_index, action in enumerate(record.actions):
         by_turn[min(max(action.turn, 0), len(record.turns))].append((a_index, action))
 
     for p_index, name in enumerate(config.policies):
         first = p_index == 0
-        state = CallState(call_id=f"{record.id}-{name.value}", reference_date=reference, policy=ctx_policy,
-                          slot_model=slot_model)
-        date_guard = DateGuard(reference)
-        gate = ToolGate(specs, date_guard)
+        # The call is built by the one call factory, as every entry point builds it; the replay then
+        # plays the recorded actions where a live call would run a model.
+        settings = with_overrides(config.settings or Settings(),
+                                  policy={"name": name.value, "keep": config.keep, "every": config.every},
+                                  call={"reference_date": reference})
         summarizer = FaultInjectingSummarizer(config.retention, tracked, config.seed + index)
-        policy = make_policy(name, assembler_config(record), summarizer, date_guard)
+        session = build_session(settings, f"{record.id}-{name.value}", record_domain(record, specs, slot_model),
+                                summarizer)
+        state, gate, policy = session.state, session.gate, session.policy
         drops: list[DropEvent] = []
         tokens: dict[int, int] = {}
         timeline: dict[str, list[bool | None]] = {label: [] for label in labels}
@@ -485,7 +558,8 @@ async def replay_record(
                 text = policy.build(state).text()
                 if first and on_action is not None:
                     on_action(ActionContext(record, a_index, action, state, gate, specs))
-                decision = _run_action(state, gate, specs, a_index, action)
+                extra = extras[a_index] if a_index < len(extras) else {}
+                decision, result = _run_action(state, gate, specs, a_index, action, config.harvest, record.id, extra)
                 for arg, value in action.args.items():
                     row = rows.get((a_index, arg))
                     if row is None:
@@ -498,7 +572,7 @@ async def replay_record(
                     if first:
                         _attach_verdicts(row, decision)
                 if first:
-                    decisions[a_index] = decision
+                    out.tool_results[a_index] = result
             if u == len(record.turns):
                 break
             utterance = record.turns[u]
@@ -529,7 +603,6 @@ async def replay_record(
         out.timeline[name.value] = timeline
         out.drops[name.value] = drops
     out.arguments = [rows[k] for k in sorted(rows)]
-    out.expect = _expect_check(record, decisions)
     return out
 
 
@@ -568,25 +641,57 @@ def _attach_verdicts(row: ArgumentRow, decision: GateDecision) -> None:
 
 
 def _run_action(
-    state: CallState, gate: ToolGate, specs: Mapping[str, ToolSpec], a_index: int, action: Action
-) -> GateDecision:
-    """Review -> execute against the replay backend -> harvest, recording the call and its result."""
+    state: CallState, gate: ToolGate, specs: Mapping[str, ToolSpec], a_index: int, action: Action,
+    harvest: HarvestMode = DEFAULT_HARVEST, call: str = "", extra: Mapping[str, Any] | None = None,
+) -> tuple[GateDecision, dict[str, Any]]:
+    """Review -> execute against the replay backend -> harvest, recording the call and its result.
+
+    Returns:
+        The gate's decision and the structured result the model receives (the rejection when refused).
+    """
     decision = gate.review(state, action.tool, action.args)
     turn = max(state.turn, 1)
     call_id = f"replay-{a_index}"
     state.transcript.append_tool_call(turn, action.tool, call_id, action.args)
     if decision.rejection is not None:
         state.transcript.append_tool_result(turn, action.tool, call_id, decision.rejection, ToolOutcome.REJECTED)
-        return decision
-    result = replay_backend(action)
+        return decision, dict(decision.rejection)
+    result = replay_backend(action, specs[action.tool], harvest, call=call, index=a_index, extra=extra)
     state.transcript.append_tool_result(turn, action.tool, call_id, result, ToolOutcome.COMPLETED)
     gate.harvest(state, action.tool, action.args, result)
-    return decision
+    return decision, result
 
 
-def replay_backend(action: Action) -> dict[str, Any]:
-    """The replay backend's structured result: the action's own arguments."""
-    return {"status": "ok", **action.args}
+def replay_backend(
+    action: Action, spec: ToolSpec, harvest: HarvestMode = DEFAULT_HARVEST, *, call: str = "", index: int = 0,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The replay backend's structured result for one action.
+
+    Args:
+        action: The recorded action.
+        spec: Its tool spec (identifier parameters, ``mutates``).
+        harvest: ``ids``: a status, the identifier arguments and, for a creating action, a created reference;
+            never any other argument. ``echo``: the status and every argument (an upper bound).
+        call: The record id (seeds the created reference).
+        index: The action's index in the record (seeds the created reference).
+        extra: The raw action object; SGD's ``n_results: 0`` means the backend found (or booked) nothing.
+    """
+    if harvest == "echo":
+        return {"status": "ok", **action.args}
+    found_nothing = (extra or {}).get("n_results") == 0
+    result: dict[str, Any] = {
+        "status": ("failed" if spec.mutates else "no_results") if found_nothing else "ok"
+    }
+    for param in spec.params_of(ParamKind.IDENTIFIER):
+        value = action.args.get(param.name)
+        if value not in (None, ""):
+            result[param.name] = value
+    if spec.mutates and not found_nothing:
+        name, prefix = created_reference_field(action.tool)
+        if name not in action.args:
+            result[name] = created_reference(call, index, prefix)
+    return result
 
 
 def check_date(gate: ToolGate, state: CallState, tool: str, arguments: Mapping[str, Any], argument: str) -> DateCheck:
@@ -606,7 +711,11 @@ def _rate(present: int, n: int) -> dict[str, Any]:
 
 
 def aggregate(replays: Sequence[RecordReplay], config: ReplayConfig) -> dict[str, Any]:
-    """Per-policy presence by kind and by kind x distance bucket, tokens, drop logs and guard tallies."""
+    """Per-policy presence by kind and by kind x distance bucket, tokens, drop logs and guard tallies.
+
+    Guard tallies are given over every record, and split between perturbed records (those with ``expect``) and
+    clean ones. Every headline carries the harvest mode.
+    """
     rows = [r for rep in replays for r in rep.arguments]
     policies: dict[str, Any] = {}
     for name in (p.value for p in config.policies):
@@ -637,6 +746,7 @@ def aggregate(replays: Sequence[RecordReplay], config: ReplayConfig) -> dict[str
         offered = sum(len(_caller_facts(e.keys_in)) for e in events)
         kept = sum(len(_caller_facts(e.keys_in & e.keys_out)) for e in events)
         policies[name] = {
+            "harvest": config.harvest,
             "arguments": _rate(sum(r.present.get(name, False) for r in rows), len(rows)),
             "linked_arguments": _rate(sum(r.present.get(name, False) for r in linked), len(linked)),
             "by_kind": by_kind,
@@ -646,19 +756,28 @@ def aggregate(replays: Sequence[RecordReplay], config: ReplayConfig) -> dict[str
             "drop_log": drop_log,
             "measured_retention": kept / offered if offered else None,
         }
-    id_verdicts = Counter(str(r.id_guard["verdict"]) for r in rows if r.id_guard)
-    date_verdicts = Counter(str(r.date_guard["verdict"]) for r in rows if r.date_guard)
-    expects = [rep.expect for rep in replays if rep.expect is not None]
+    perturbed_rows = [r for rep in replays if rep.perturbed for r in rep.arguments]
+    clean_rows = [r for rep in replays if not rep.perturbed for r in rep.arguments]
     fact_kinds = {key: kind for rep in replays for key, kind in rep.fact_kinds.items()}
     return {
         "policies": policies,
-        "guards": {"id": dict(id_verdicts), "date": dict(date_verdicts)},
-        "expect": {
-            "records": len(expects), "met": sum(1 for e in expects if e["met"]),
-            "unmet": [e for e in expects if not e["met"]],
+        "guards": {
+            "harvest": config.harvest,
+            "id": _id_verdicts(rows),
+            "date": _date_verdicts(rows),
+            "id_by_set": {"perturbed": _id_verdicts(perturbed_rows), "clean": _id_verdicts(clean_rows)},
+            "date_by_set": {"perturbed": _date_verdicts(perturbed_rows), "clean": _date_verdicts(clean_rows)},
         },
         "fact_kinds": fact_kinds,
     }
+
+
+def _id_verdicts(rows: Sequence[ArgumentRow]) -> dict[str, int]:
+    return dict(Counter(str(r.id_guard["verdict"]) for r in rows if r.id_guard))
+
+
+def _date_verdicts(rows: Sequence[ArgumentRow]) -> dict[str, int]:
+    return dict(Counter(str(r.date_guard["verdict"]) for r in rows if r.date_guard))
 
 
 def _caller_facts(keys: frozenset[str]) -> frozenset[str]:
@@ -697,17 +816,19 @@ class EvalResult:
 
 async def evaluate_records(
     records: Sequence[Scenario], config: ReplayConfig, on_record: Callable[[int], None] | None = None,
-    extras: Mapping[str, ActionExtras] | None = None,
+    extras: Mapping[str, ActionExtras] | None = None, raw: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> EvalResult:
-    """Replays ``records``, checks perturbed dates when ``config.perturb``, and builds the report.
+    """Replays ``records``, checks perturbed dates when ``config.perturb``, scores ``expect``, builds the report.
 
     Args:
         records: Call records.
         config: How to replay.
         on_record: Progress callback, called with the number of records done.
         extras: Record id -> raw action objects (see :func:`read_action_extras`).
+        raw: Record id -> the raw record object, for explicit ``perturbation`` fields (see
+            :mod:`voice_agent.evaluation.perturb`); without it perturbed records are paired by id and diffed.
     """
-    from voice_agent.evaluation.perturb import DateGuardAudit
+    from voice_agent.evaluation.perturb import DateGuardAudit, expect_report
 
     audit = DateGuardAudit(seed=config.seed)
     replays = []
@@ -716,11 +837,18 @@ async def evaluate_records(
                                            (extras or {}).get(record.id, ())))
         if on_record is not None:
             on_record(i + 1)
+    expect = expect_report(records, replays, config.harvest, raw)
+    accuracy = audit.report(replays) if config.perturb else None
+    if accuracy is not None:
+        accuracy = {"harvest": config.harvest, **accuracy}
     report = {
         "config": config.to_json(),
+        "harvest": config.harvest,
+        "harvest_meaning": harvest_label(config.harvest),
         "records": len(records),
         **aggregate(replays, config),
-        "date_guard_accuracy": audit.report(replays) if config.perturb else None,
+        "expect": expect,
+        "date_guard_accuracy": accuracy,
         "survival": survival_points(replays, [p.value for p in config.policies]),
         "timelines": {
             rep.call: {"exchanges": rep.exchanges, "policies": rep.timeline} for rep in replays
@@ -730,12 +858,27 @@ async def evaluate_records(
     return EvalResult(report, replays)
 
 
+def read_raw_records(path: Path | str) -> dict[str, dict[str, Any]]:
+    """Record id -> the raw object of each well-formed line (the schema drops fields it does not model)."""
+    out: dict[str, dict[str, Any]] = {}
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and "id" in data:
+                out[str(data["id"])] = data
+    return out
+
+
 def evaluate_file(
     path: Path | str, config: ReplayConfig, on_record: Callable[[int], None] | None = None
 ) -> EvalResult:
     """Reads a JSONL file of call records (bad lines reported, not fatal) and evaluates it."""
     records, errors = load_call_records(path)
-    result = asyncio.run(evaluate_records(records, config, on_record, read_action_extras(path)))
+    result = asyncio.run(evaluate_records(records, config, on_record, read_action_extras(path),
+                                          read_raw_records(path)))
     result.report = {
         "file": str(path),
         "errors": [{"line": e.line, "message": e.message} for e in errors],
