@@ -74,7 +74,8 @@ def run_server(port: int, stack_name: str, max_calls: int, lines: list[str]) -> 
     from loguru import logger
 
     from voice_agent.audio.stack import AudioStack
-    from voice_agent.telephony.calls import billing_call_factory
+    from voice_agent.call_factory import call_factory
+    from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.telephony.server import ServerConfig, serve
 
     logger.remove()
@@ -84,7 +85,12 @@ def run_server(port: int, stack_name: str, max_calls: int, lines: list[str]) -> 
     # here and the figures are the pipeline's own overhead.
     config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5,
                           knowledge=False)
-    asyncio.run(serve(config, billing_call_factory(keep=2, every=2)))
+    try:
+        # The configured call (offline default: reference agent, extractive summarizer), with K=2, S=2.
+        settings = with_overrides(load_settings(), policy={"keep": 2, "every": 2})
+    except SettingsError as exc:
+        raise SystemExit(str(exc)) from None
+    asyncio.run(serve(config, call_factory(settings)))
 
 
 async def one_call(url: str, lines: list[str], voice: Any, delay: float, speed: float) -> tuple[list[float], str]:

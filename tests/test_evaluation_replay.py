@@ -81,7 +81,8 @@ def test_sgd_window_loses_what_left_the_window_and_lanes_keeps_it(sgd: EvalResul
     policies = sgd.report["policies"]
     far_window = policies["window"]["by_kind_bucket"]["date_constraint"]["7-15"]
     far_lanes = policies["lanes"]["by_kind_bucket"]["date_constraint"]["7-15"]
-    assert far_lanes["rate"] == 1.0 and far_window["rate"] < 0.8
+    # Default harvest (ids): tool results hand no argument back, so lanes has no slot echo to lean on.
+    assert far_lanes["rate"] >= 0.9 and far_window["rate"] < 0.8
     assert policies["lanes"]["linked_arguments"]["rate"] >= policies["rolling"]["linked_arguments"]["rate"]
     assert policies["window"]["tokens_per_request"] < policies["lanes"]["tokens_per_request"]
     assert policies["window"]["drop_log"] == [] and policies["rolling"]["drop_log"]
@@ -181,7 +182,9 @@ async def test_replay_runs_the_id_guard_on_identifier_arguments_and_checks_expec
     rows = {(r["tool"], r["argument"]): r for r in result.report["arguments"]}
     assert rows[("lookup_account", "account_id")]["id_guard"]["verdict"] == "ok"
     assert rows[("refund", "account_id")]["id_guard"]["verdict"] == "mutated"
-    assert result.report["expect"] == {"records": 1, "met": 1, "unmet": []}
+    expect = result.report["expect"]
+    assert (expect["records"], expect["met"], expect["unmet"]) == (1, 1, [])
+    assert [m["call"] for m in expect["missing_twin"]] == ["ids"]  # no clean twin: listed, not paired
     lanes = result.report["policies"]["lanes"]["by_kind"]["identifier"]
     window = result.report["policies"]["window"]["by_kind"]["identifier"]
     assert lanes["n"] == 2 and window["n"] == 2
@@ -190,7 +193,7 @@ async def test_replay_runs_the_id_guard_on_identifier_arguments_and_checks_expec
 async def test_an_unmet_expect_is_reported() -> None:
     result = await evaluate_records([_id_record({"id_guard": "unknown"})], ReplayConfig(perturb=False))
     assert result.report["expect"]["met"] == 0
-    assert result.report["expect"]["unmet"][0]["checks"][0]["observed"] == ["mutated"]
+    assert result.report["expect"]["unmet"][0]["checks"][0]["observed"] == ["ok", "mutated"]
 
 
 async def test_harvested_identifiers_stay_in_the_lanes_context_after_the_window() -> None:

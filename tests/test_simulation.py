@@ -13,9 +13,15 @@ from voice_agent.core.policy import ContextPolicy, rewrite_schedule
 from voice_agent.domains.billing import billing_domain
 from voice_agent.policies import PolicyName
 from voice_agent.scenarios import list_scenarios, load_scenario
+from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.runner import SimulationPlan, caller_lines, run_once, run_plan
 
 SCENARIOS = ["billing_dispute", "refund_orders", "callback_constraints"]
+
+
+def sim_settings(keep: int = 6, every: int = 5) -> Settings:
+    """The offline defaults with K and S pinned (the calculator's prediction below depends on them)."""
+    return with_overrides(Settings(), policy={"keep": keep, "every": every})
 
 
 def test_all_scenarios_are_present() -> None:
@@ -26,10 +32,12 @@ def test_all_scenarios_are_present() -> None:
 async def test_lanes_run_performs_exactly_the_recorded_actions(name: str) -> None:
     scenario = load_scenario(name)
     domain = billing_domain()
-    plan = SimulationPlan(scenario, lambda: domain, [PolicyName.LANES])
+    plan = SimulationPlan(scenario, [], lambda: domain, [PolicyName.LANES], sim_settings())
     backend = domain.extra["backend"]
     outcome = await run_once(plan, PolicyName.LANES, 0)
-    assert all(outcome.present_at_need.values()) and outcome.reasks == 0
+    assert outcome.failure is None and outcome.errors == []
+    assert outcome.present_at_need and all(outcome.present_at_need.values()) and outcome.reasks == 0
+    assert outcome.rejected_offers == 0
     assert outcome.unledgered_executed == 0
     effects = {
         "open_dispute": len(backend.disputes), "issue_credit": len(backend.credits),
@@ -52,12 +60,18 @@ def test_caller_lines_map_utterances_to_turns() -> None:
 def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything() -> None:
     scenario = load_scenario("billing_dispute")
     runs = 600
-    rolling = run_plan(SimulationPlan(scenario, billing_domain, [PolicyName.ROLLING], runs, 0.9, seed=1), jobs=2)
+    rolling_plan = SimulationPlan(scenario, [], billing_domain, [PolicyName.ROLLING], sim_settings(), runs, 0.9, seed=1)
+    rolling = run_plan(rolling_plan, jobs=2)
+    assert rolling["failed_runs"] == 0
     account = next(f for f in rolling["policies"]["rolling"]["facts"] if f["key"] == "account_id")
     predicted = 0.9 ** len(rewrite_schedule(ContextPolicy(6, 5), account["stated_turn"], account["needed_turn"]))
     assert (account["stated_turn"], account["needed_turn"]) == (4, 31)
     assert abs(account["present_at_need"] - predicted) <= 0.03
-    lanes = run_plan(SimulationPlan(scenario, billing_domain, [PolicyName.LANES], 20, 0.9, seed=1), jobs=2)
+    # The first pass takes the account into the rolling summary with probability R; damage then persists.
+    assert abs(account["captured"] - 0.9) <= 0.03
+    lanes = run_plan(SimulationPlan(scenario, [], billing_domain, [PolicyName.LANES], sim_settings(), 20, 0.9, seed=1),
+                     jobs=2)
+    assert lanes["failed_runs"] == 0
     report = lanes["policies"]["lanes"]
     assert all(f["present_at_need"] == 1.0 for f in report["facts"])
     assert report["reasks"] == 0 and report["unledgered_executed"] == 0
@@ -70,10 +84,18 @@ def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
     assert "account_id @ turn 31 (said 4)" in result.stdout and "T31" in result.stdout
     report = json.loads(Path(out).read_text())
     assert set(report["policies"]) == {"lanes", "rolling", "window"}
-    for policy in report["policies"].values():
-        assert {"runs", "facts", "reasks", "tokens_per_request", "guard_rejections"} <= set(policy)
-        assert {"key", "stated_turn", "needed_turn", "present_at_need"} <= set(policy["facts"][0])
+    # The paraphrased variants are played by default; "policies" is the scripted side.
+    assert set(report["sides"]) == {"scripted", "paraphrased"} and report["variants"]
+    assert report["policies"] == report["sides"]["scripted"] and report["failed_runs"] == 0
+    for side in report["sides"].values():
+        assert set(side) == {"lanes", "rolling", "window"}
+        for policy in side.values():
+            assert {"runs", "facts", "reasks", "tokens_per_request", "guard_rejections", "rejected_offers"} <= set(policy)
+            assert policy["failed_runs"] == 0 and policy["first_failure"] is None
+            assert {"key", "stated_turn", "needed_turn", "present_at_need", "captured",
+                    "kept_once_captured"} <= set(policy["facts"][0])
     assert report["policies"]["window"]["facts"][0]["present_at_need"] == 0.0
+    assert report["policies"]["lanes"]["facts"][0]["present_at_need"] == 1.0
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from voice_agent.audio.stack import AudioStack, agent_ears, caller_voice
+from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.scenarios import load_scenario
-from voice_agent.telephony.calls import billing_call_factory
+from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 from voice_agent.telephony.server import ServerConfig, running_bridge
 
@@ -24,12 +25,18 @@ LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"]
 KEEP, EVERY = 2, 2
 
 
+def factory(reference_date: dt.date) -> CallFactory:
+    """The offline defaults (reference agent, extractive summarizer, lanes) with K=2, S=2."""
+    settings = with_overrides(Settings(), policy={"keep": KEEP, "every": EVERY},
+                              call={"reference_date": reference_date})
+    return call_factory(settings)
+
+
 async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp_path: Path) -> None:
     started = time.monotonic()
-    factory = billing_call_factory(keep=KEEP, every=EVERY, reference_date=SCENARIO.reference_date or dt.date.today())
     config = ServerConfig(port=0, stack=AudioStack.named("default"), idle_timeout_secs=None, transcript_dir=tmp_path)
     voice, ears = caller_voice("piper"), agent_ears("whisper")
-    async with running_bridge(config, factory) as (bridge, url):
+    async with running_bridge(config, factory(SCENARIO.reference_date or dt.date.today())) as (bridge, url):
         emulator = TwilioCallerEmulator(voice, ears, EmulatorConfig(speed=3.0, silence_secs=0.6), tmp_path)
         result = await emulator.dial(f"{url}/voice", LINES)
         for _ in range(200):
@@ -56,9 +63,8 @@ async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp
 
 async def test_light_stack_streams_both_ways(tmp_path: Path) -> None:
     """pocketsphinx (streaming, interims) and in-process espeak-ng in the bridge: the plumbing, not accuracy."""
-    factory = billing_call_factory(keep=KEEP, every=EVERY, reference_date=dt.date(2026, 11, 30))
     config = ServerConfig(port=0, stack=AudioStack.named("light"), idle_timeout_secs=None)
-    async with running_bridge(config, factory) as (bridge, url):
+    async with running_bridge(config, factory(dt.date(2026, 11, 30))) as (bridge, url):
         emulator = TwilioCallerEmulator(caller_voice("piper"), agent_ears("pocketsphinx"),
                                         EmulatorConfig(speed=3.0, silence_secs=0.6))
         result = await emulator.dial(f"{url}/voice", ["Hello, is this the billing line?"])
