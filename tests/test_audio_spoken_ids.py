@@ -6,10 +6,11 @@ import pytest
 from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
 from pipecat.tests.utils import run_test
 
-from processors.spoken_ids import (
+from processors.spoken_ids import SpokenIdNormalizer
+from voice_agent.core.spoken_ids import (
     IdShape,
-    SpokenIdNormalizer,
     example_of,
+    find_identifiers,
     id_shapes,
     normalize_spoken_ids,
     recognizer_prompt,
@@ -83,3 +84,20 @@ async def test_processor_rewrites_final_and_interim_transcripts() -> None:
     assert down[0].text == "a c c four seven"
     assert down[1].text == "account ACC-4729-18 please"
     assert normalizer.rewrites == 1
+
+
+@pytest.mark.parametrize(
+    ("said", "found"),
+    [
+        ("Here it is: ACC-4729-18.", ["ACC-4729-18"]),
+        ("it's acc 4729 18", ["ACC-4729-18"]),
+        ("a c c four seven two nine one eight", ["ACC-4729-18"]),
+        ("orders ord-7k4m2p and ORD 9TQ2XB", ["ORD-7K4M2P", "ORD-9TQ2XB"]),
+        ("ORD7K4M2P and ACC472918", ["ORD-7K4M2P", "ACC-4729-18"]),
+        ("flat 47, 2918 Main Street", []),
+        ("my ordinary orders are fine", []),
+        ("the invoice for 2026 was 1018 pounds", []),
+    ],
+)
+def test_find_identifiers_in_what_the_caller_said(said: str, found: list[str]) -> None:
+    assert [value for value, _ in find_identifiers(said, BILLING)] == found

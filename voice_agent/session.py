@@ -18,6 +18,7 @@ from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
 from voice_agent.core.policy import ContextPolicy
+from voice_agent.core.spoken_ids import find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
@@ -125,6 +126,8 @@ class CallSession:
         self.last_context: AssembledContext | None = None
         self.requests_by_turn: dict[int, int] = {}
         self._caller_messages_seen = 0
+        self._id_shapes = id_shapes(str(t) for t in domain.extra.get("spoken_id_shapes", ()))
+        self._id_roles = {str(k): str(v) for k, v in dict(domain.extra.get("spoken_id_roles", {})).items()}
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         if self.config.policy is PolicyName.WINDOW:
@@ -160,6 +163,7 @@ class CallSession:
                            MAX_UTTERANCE_CHARS)
             text = text[:MAX_UTTERANCE_CHARS]
         turn = self.state.start_turn(text)
+        self._ledger_caller_identifiers(turn, text)
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
@@ -167,6 +171,16 @@ class CallSession:
         if summary_pass is not None:
             self.summary_passes.append(summary_pass)
         return turn
+
+    def _ledger_caller_identifiers(self, turn: int, text: str) -> None:
+        """Identifiers the caller just said enter the ledger, unverified, with the words they came in.
+
+        A lead, not ground truth: the model is told to look an unverified value up before it acts,
+        and a state-changing tool refuses it until a tool has returned it.
+        """
+        for value, shape in find_identifiers(text, self._id_shapes):
+            role = self._id_roles.get(shape.template) or shape.prefix.lower() or "identifier"
+            self.state.ledger.record_from_caller(role, value, turn, quote=text)
 
     async def sync_caller_messages(self, caller_messages: Sequence[str]) -> int | None:
         """Opens a turn when the pipeline's history holds caller messages not yet seen.
@@ -227,7 +241,7 @@ class CallSession:
             self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
             return result
         self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.COMPLETED)
-        harvested = self.gate.harvest(self.state, name, arguments, result)
+        harvested = self.gate.harvest(self.state, name, arguments, result, decision)
         if harvested is not None and harvested.errors:
             logger.warning("call {}: {} slot value(s) from {} did not fit the slot model", self.call_id,
                            len(harvested.errors), name)

@@ -14,7 +14,8 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 Message = dict[str, Any]
 
-KNOWN_FACTS_HEADER = "KNOWN FACTS (verbatim from tools and the caller; do not paraphrase, copy values exactly):"
+KNOWN_FACTS_HEADER = "KNOWN FACTS (from tools and the caller's own words; copy values exactly):"
+MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; confirm before acting):"
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
@@ -82,13 +83,37 @@ class AssembledContext:
 
 
 def known_facts_block(state: CallState, extra_facts: Sequence[str] = ()) -> str | None:
-    """Slots, ledger and any extra verbatim lines, or None when all are empty."""
-    lines = [f"- {line}" for line in state.slots.render_lines(skip_values=frozenset(state.ledger.values()))]
-    lines += [f"- {entry.render()}" for entry in state.ledger.entries]
+    """Slots, ledger and any extra verbatim lines, or None when all are empty.
+
+    Only values from tool result fields and the caller's own words stand under the verbatim
+    header; a value the model wrote goes below it, marked. Ledger entries that only came as one
+    item of a list (every invoice of an account) and were never used stay in the ledger, for
+    the guards, but out of the block: it is sent on every request.
+    """
+    held = frozenset(state.ledger.values())
+    lines = [f"- {line}" for line in state.slots.render_lines(skip_values=held, verbatim=True)]
+    lines += [f"- {line}" for line in _ledger_lines(state)]
     lines += [f"- {line}" for line in extra_facts]
-    if not lines:
+    noted = [f"- {line}" for line in state.slots.render_lines(skip_values=held, verbatim=False)]
+    if not lines and not noted:
         return None
-    return KNOWN_FACTS_HEADER + "\n" + "\n".join(lines)
+    block = [KNOWN_FACTS_HEADER, *lines] if lines else []
+    if noted:
+        block += [MODEL_NOTES_HEADER, *noted]
+    return "\n".join(block)
+
+
+def _ledger_lines(state: CallState) -> list[str]:
+    """One line per identifier in play; a value held under several roles is one line, its roles joined."""
+    roles: dict[str, list[str]] = {}
+    suffix: dict[str, str] = {}
+    for entry in state.ledger.entries:
+        if entry.listed:
+            continue
+        roles.setdefault(entry.value, []).append(entry.role)
+        line = entry.render()
+        suffix[entry.value] = line[line.index(entry.value) + len(entry.value):]
+    return [f"{', '.join(r)}: {value}{suffix[value]}" for value, r in roles.items()]
 
 
 def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, int]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from voice_agent.core.ledger import Ledger
+from voice_agent.core.provenance import CallerSpan, ModelOutput, Provenance, ToolField
 from voice_agent.core.slots import SlotError, SlotLane
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolSpec
 
@@ -66,12 +67,29 @@ def record_caller_arguments(tool: ToolSpec, arguments: Mapping[str, Any], ledger
                 ledger.record_from_caller(param.role or param.name, value, turn)
 
 
+def _source(tool: ToolSpec, spec: HarvestField, field_name: str, value: Any, turn: int,
+            quoted: Mapping[str, int]) -> Provenance:
+    """A result field's source: the tool, unless it hands back an argument (then the argument's source)."""
+    if spec.from_param is None:
+        return ToolField(tool.name, field_name, turn)
+    param = tool.param(spec.from_param)
+    if param is not None and param.kind is ParamKind.CALLER_QUOTE and spec.from_param in quoted:
+        return CallerSpan(quoted[spec.from_param], str(value))
+    return ModelOutput(tool.name, turn)
+
+
 def harvest_result(
-    tool: ToolSpec, result: Any, ledger: Ledger, slots: SlotLane[Any], turn: int
+    tool: ToolSpec, result: Any, ledger: Ledger, slots: SlotLane[Any], turn: int,
+    quoted: Mapping[str, int] | None = None,
 ) -> Harvested:
     """Reads identifiers and slot values from a structured result by field name.
 
-    Never looks at free text: a value enters only through a declared field.
+    Never looks at free text: a value enters only through a declared field, with its source:
+    the tool's field, or, for a field that hands an argument back, that argument's source (the
+    caller span a ``caller_quote`` argument was checked against, else the model).
+
+    Args:
+        quoted: ``caller_quote`` argument -> the turn of the caller utterance it quotes.
     """
     recorded: list[tuple[str, str]] = []
     written: list[str] = []
@@ -82,11 +100,12 @@ def harvest_result(
         for value, owner in _walk(result, spec.path):
             if spec.role is not None and isinstance(value, (str, int)):
                 role = _role(spec, owner)
-                ledger.record_from_tool(role, str(value), turn, tool.name, field_name)
+                ledger.record_from_tool(role, str(value), turn, tool.name, field_name, listed="[]" in spec.path)
                 recorded.append((role, str(value)))
             if spec.slot is not None:
                 try:
-                    slots.apply_harvest(spec.slot, value, turn, source)
+                    slots.apply_harvest(spec.slot, value, turn, source,
+                                        _source(tool, spec, field_name, value, turn, quoted or {}))
                     written.append(spec.slot)
                 except SlotError as exc:
                     errors.append(str(exc))

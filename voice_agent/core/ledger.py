@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from voice_agent.core.provenance import CallerSpan, Provenance, ToolField
+
 CALLER_SOURCE = "caller"
 """The ``source`` of an entry the caller stated (unverified until a tool confirms it)."""
 
@@ -20,6 +22,9 @@ class LedgerEntry:
         first_seen: Turn the value first entered the ledger.
         last_used: Turn the value was last seen in a tool call, result or utterance.
         source: "tool_name.field" for tool results, or "caller".
+        provenance: The typed source: the tool result field, or the caller span it was said in.
+        listed: Entered as one item of a list result (an invoice among the account's invoices) and not
+            used since: the ledger holds it for the guards, KNOWN FACTS need not show it.
     """
 
     role: str
@@ -28,6 +33,8 @@ class LedgerEntry:
     first_seen: int
     last_used: int
     source: str
+    provenance: Provenance | None = None
+    listed: bool = False
 
     def render(self) -> str:
         """One line for the KNOWN FACTS block: role and verbatim value, flagged when only caller-stated.
@@ -85,24 +92,46 @@ class Ledger:
         found = [e for e in self._entries.values() if e.role == role]
         return sorted(found, key=lambda e: e.last_used, reverse=True)
 
-    def record_from_tool(self, role: str, value: str, turn: int, tool: str, field_name: str) -> LedgerEntry:
-        """Records an identifier a tool returned: verified, and it verifies caller-stated twins."""
+    def record_from_tool(
+        self, role: str, value: str, turn: int, tool: str, field_name: str, *, listed: bool = False
+    ) -> LedgerEntry:
+        """Records an identifier a tool returned: verified, and it verifies caller-stated twins.
+
+        Args:
+            listed: The value is one item of a list in the result (see :attr:`LedgerEntry.listed`).
+        """
         for twin in self.find(value):
             twin.verified = True
             twin.last_used = max(twin.last_used, turn)
-        return self._upsert(role, value, turn, verified=True, source=f"{tool}.{field_name}")
+        existing = self.get(role, value)
+        entry = self._upsert(role, value, turn, verified=True, source=f"{tool}.{field_name}",
+                             provenance=ToolField(tool, field_name, turn))
+        if existing is None:
+            entry.listed = listed
+        elif not listed:
+            entry.listed = False  # returned on its own now: in play
+        return entry
 
-    def record_from_caller(self, role: str, value: str, turn: int) -> LedgerEntry:
-        """Records an identifier the caller stated; it stays unverified until a tool returns it."""
+    def record_from_caller(self, role: str, value: str, turn: int, quote: str | None = None) -> LedgerEntry:
+        """Records an identifier the caller stated; it stays unverified until a tool returns it.
+
+        Args:
+            quote: The words the caller said it in (the span of the transcript utterance).
+        """
         verified = any(e.verified for e in self.find(value))
-        return self._upsert(role, value, turn, verified=verified, source=CALLER_SOURCE)
+        return self._upsert(role, value, turn, verified=verified, source=CALLER_SOURCE,
+                            provenance=CallerSpan(turn, quote or value))
 
     def touch(self, value: str, turn: int) -> None:
-        """Marks every entry holding ``value`` as used on ``turn``."""
+        """Marks every entry holding ``value`` as used on ``turn`` (a listed entry is now in play)."""
         for entry in self.find(value):
             entry.last_used = max(entry.last_used, turn)
+            if turn > entry.first_seen:
+                entry.listed = False
 
-    def _upsert(self, role: str, value: str, turn: int, *, verified: bool, source: str) -> LedgerEntry:
+    def _upsert(
+        self, role: str, value: str, turn: int, *, verified: bool, source: str, provenance: Provenance | None = None
+    ) -> LedgerEntry:
         if not value:
             raise ValueError("a ledger value cannot be empty")
         key = (role, value)
@@ -113,7 +142,8 @@ class Ledger:
             return existing
         if len(self._entries) >= self.capacity:
             self._evict_least_recently_used()
-        entry = LedgerEntry(role, value, verified, first_seen=turn, last_used=turn, source=source)
+        entry = LedgerEntry(role, value, verified, first_seen=turn, last_used=turn, source=source,
+                            provenance=provenance)
         self._entries[key] = entry
         return entry
 

@@ -7,6 +7,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from voice_agent.core.provenance import CallerSpan, Provenance, is_verbatim
+
 SlotModelT = TypeVar("SlotModelT", bound=BaseModel)
 
 
@@ -18,11 +20,18 @@ class SlotValue:
         value: The value as the tool returned it (lists for list-typed slots).
         turn: Turn on which it was written.
         source: "tool_name.field" that produced it.
+        provenance: The typed source (tool field, caller span or model output); None reads as the tool field.
     """
 
     value: Any
     turn: int
     source: str
+    provenance: Provenance | None = None
+
+    @property
+    def verbatim(self) -> bool:
+        """Whether the value may be stated as fact (a tool field or the caller's exact words)."""
+        return self.provenance is None or is_verbatim(self.provenance)
 
 
 class SlotError(ValueError):
@@ -63,7 +72,9 @@ class SlotLane(Generic[SlotModelT]):
         """The value of slot ``name`` with its provenance, or None."""
         return self._provenance.get(name)
 
-    def apply_harvest(self, name: str, value: Any, turn: int, source: str) -> SlotValue:
+    def apply_harvest(
+        self, name: str, value: Any, turn: int, source: str, provenance: Provenance | None = None
+    ) -> SlotValue:
         """Writes one slot from a tool result. Only the harvest API calls this.
 
         List-typed slots accumulate distinct values; scalar slots are replaced.
@@ -84,21 +95,31 @@ class SlotLane(Generic[SlotModelT]):
             self._model = self._model_type.model_validate(data)
         except ValidationError as exc:
             raise SlotError(f"slot {name!r} rejects {value!r}: {exc.errors()[0]['msg']}") from exc
-        slot = SlotValue(value=getattr(self._model, name), turn=turn, source=source)
+        slot = SlotValue(value=getattr(self._model, name), turn=turn, source=source, provenance=provenance)
         self._provenance[name] = slot
         return slot
 
-    def render_lines(self, *, provenance: bool = False, skip_values: frozenset[str] = frozenset()) -> list[str]:
+    def render_lines(
+        self, *, provenance: bool = False, skip_values: frozenset[str] = frozenset(), verbatim: bool | None = None
+    ) -> list[str]:
         """One line per filled slot, values verbatim.
 
         Args:
             provenance: Add the turn and source (for handoff cards; the KNOWN FACTS block,
                 sent on every request, leaves it out).
             skip_values: Scalar values already shown elsewhere (the ledger), left out here.
+            verbatim: True: only slots from tool fields and caller spans; False: only model-sourced ones.
         """
         lines = []
         for name, slot in self._provenance.items():
+            if verbatim is not None and slot.verbatim is not verbatim:
+                continue
             if not isinstance(slot.value, list) and str(slot.value) in skip_values:
+                continue
+            if isinstance(slot.provenance, CallerSpan) and not provenance:
+                items = slot.value if isinstance(slot.value, list) else [slot.value]
+                quoted = "; ".join(f'"{v}"' for v in items)
+                lines.append(f"{name} (caller said, turn {slot.provenance.turn}): {quoted}")
                 continue
             value = ", ".join(map(str, slot.value)) if isinstance(slot.value, list) else str(slot.value)
             lines.append(f"{name}: {value}" + (f" (turn {slot.turn}, from {slot.source})" if provenance else ""))

@@ -13,6 +13,7 @@ from typing import Any
 from voice_agent.core.call_state import CallState
 from voice_agent.core.guards.date_guard import DateCheck, DateGuard
 from voice_agent.core.guards.id_guard import IdCheck, IdGuard
+from voice_agent.core.guards.quote_guard import QuoteCheck, QuoteGuard
 from voice_agent.core.harvest import Harvested, harvest_result, record_caller_arguments
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 
@@ -26,12 +27,14 @@ class GateDecision:
         id_checks: One per identifier argument.
         date_checks: One per date argument (the transcript is re-read only when there is one).
         rejection: The structured result the model receives instead of running the tool.
+        quote_checks: One per ``caller_quote`` argument, with the turn it quotes.
     """
 
     tool: str
     id_checks: tuple[IdCheck, ...] = ()
     date_checks: tuple[DateCheck, ...] = ()
     rejection: dict[str, Any] | None = None
+    quote_checks: tuple[QuoteCheck, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -42,6 +45,8 @@ class GateDecision:
         """Verdicts as plain records for logs and spans (argument names, never values)."""
         out = [{"guard": "id", "argument": c.argument, "verdict": c.verdict.value} for c in self.id_checks]
         out += [{"guard": "date", "argument": c.argument, "verdict": c.verdict.value} for c in self.date_checks]
+        out += [{"guard": "quote", "argument": c.argument, "verdict": "ok" if c.accepted else "not_said"}
+                for c in self.quote_checks]
         return out
 
 
@@ -56,6 +61,7 @@ class ToolGate:
     def __init__(self, tools: Mapping[str, ToolSpec], date_guard: DateGuard) -> None:
         self.tools = dict(tools)
         self.id_guard = IdGuard()
+        self.quote_guard = QuoteGuard()
         self.date_guard = date_guard
 
     def review(self, state: CallState, tool_name: str, arguments: Mapping[str, Any]) -> GateDecision:
@@ -68,18 +74,25 @@ class ToolGate:
         if tool.params_of(ParamKind.DATE) and any(p.name in arguments for p in tool.params_of(ParamKind.DATE)):
             # The full transcript is re-read here, at the moment of a date-bearing action, and only here.
             date_checks = tuple(self.date_guard.check(tool, arguments, state.transcript))
+        quotes = tuple(self.quote_guard.check(tool, arguments, state.transcript))
         for check in id_checks:
             if not check.accepted:
-                return GateDecision(tool_name, id_checks, date_checks, _rejection("id", check.verdict, check.reason))
+                return GateDecision(tool_name, id_checks, date_checks, _rejection("id", check.verdict, check.reason),
+                                    quotes)
         for date_check in date_checks:
             if not date_check.accepted:
                 rejection = _rejection("date", date_check.verdict, date_check.reason)
                 rejection["citations"] = [{"turn": c.turn, "words": c.words} for c in date_check.citations]
-                return GateDecision(tool_name, id_checks, date_checks, rejection)
-        return GateDecision(tool_name, id_checks, date_checks)
+                return GateDecision(tool_name, id_checks, date_checks, rejection, quotes)
+        for quote in quotes:
+            if not quote.accepted:
+                return GateDecision(tool_name, id_checks, date_checks, _rejection("quote", "not_said", quote.reason),
+                                    quotes)
+        return GateDecision(tool_name, id_checks, date_checks, quote_checks=quotes)
 
     def harvest(
-        self, state: CallState, tool_name: str, arguments: Mapping[str, Any], result: Any
+        self, state: CallState, tool_name: str, arguments: Mapping[str, Any], result: Any,
+        decision: GateDecision | None = None,
     ) -> Harvested | None:
         """After a successful call: caller-stated IDs enter the ledger, the result is harvested."""
         tool = self.tools.get(tool_name)
@@ -91,7 +104,8 @@ class ToolGate:
             if isinstance(value, str):
                 state.ledger.touch(value, turn)
         record_caller_arguments(tool, arguments, state.ledger, turn)
-        return harvest_result(tool, result, state.ledger, state.slots, turn)
+        quoted = {c.argument: c.turn for c in decision.quote_checks if c.turn is not None} if decision else {}
+        return harvest_result(tool, result, state.ledger, state.slots, turn, quoted)
 
 
 def _rejection(guard: str, verdict: str, reason: str) -> dict[str, Any]:

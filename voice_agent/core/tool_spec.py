@@ -20,6 +20,8 @@ class ParamKind(StrEnum):
     PLAIN = "plain"
     IDENTIFIER = "identifier"
     DATE = "date"
+    CALLER_QUOTE = "caller_quote"
+    """The caller's own words, quoted exactly: checked against the transcript before the tool runs."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,15 @@ class HarvestField:
         path: Field name in the result; ``items[].field`` reads ``field`` of every item of list ``items``.
         role: Ledger role for the value (identifiers); ``{other}`` is filled from the same object.
         slot: Slot the value is written to, if any.
+        from_param: The call argument this result field hands back, when it is one: the value's source is
+            then that argument's (a caller span for a ``caller_quote`` parameter, the model otherwise),
+            not the tool.
     """
 
     path: str
     role: str | None = None
     slot: str | None = None
+    from_param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,10 @@ class ToolSpec:
     def params_of(self, kind: ParamKind) -> list[ToolParam]:
         """Parameters of ``kind``."""
         return [p for p in self.params if p.kind is kind]
+
+    def param(self, name: str) -> ToolParam | None:
+        """The parameter called ``name``, if the tool has one."""
+        return next((p for p in self.params if p.name == name), None)
 
     def json_schema(self, *, with_kinds: bool = True) -> dict[str, Any]:
         """OpenAI-style function parameters, with each parameter's kind under ``x-kind``.

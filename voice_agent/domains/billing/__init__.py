@@ -53,6 +53,8 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
             "render_handoff_card": render_handoff_card,
             # How callers spell identifiers out loud (# digit, X letter or digit), for the audio path.
             "spoken_id_shapes": ("ACC-####-##", "INV-####-####", "ORD-XXXXXX"),
+            # The ledger role of an identifier the caller states, by its shape (the tools' own roles).
+            "spoken_id_roles": {"ACC-####-##": "account", "INV-####-####": "invoice", "ORD-XXXXXX": "order"},
             "recognizer_topic": "A billing support call about an account, invoices, a disputed charge, credits "
             "and callbacks.",
         },

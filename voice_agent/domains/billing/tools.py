@@ -111,14 +111,18 @@ UPDATE_CASE = ToolSpec(
         "and when they can or cannot be reached. Call it as soon as the caller says any of these."
     ),
     params=(
-        ToolParam("requested_resolution", "What the caller wants done, in their words.", required=False),
-        ToolParam("already_attempted", "What the caller already tried, in their words.", required=False),
-        ToolParam("timing_constraint", "When the caller can or cannot be reached, in their words.", required=False),
+        ToolParam("requested_resolution", "What the caller wants done: their exact words, quoted.", required=False,
+                  kind=ParamKind.CALLER_QUOTE),
+        ToolParam("already_attempted", "What the caller already tried: their exact words, quoted.", required=False,
+                  kind=ParamKind.CALLER_QUOTE),
+        ToolParam("timing_constraint", "When the caller can or cannot be reached: their exact words, quoted.",
+                  required=False, kind=ParamKind.CALLER_QUOTE),
     ),
+    # The result hands the quotes back: each slot's source is the caller span the guard found.
     harvest=(
-        HarvestField("requested_resolution", slot="requested_resolution"),
-        HarvestField("already_attempted", slot="already_attempted"),
-        HarvestField("timing_constraint", slot="timing_constraints"),
+        HarvestField("requested_resolution", slot="requested_resolution", from_param="requested_resolution"),
+        HarvestField("already_attempted", slot="already_attempted", from_param="already_attempted"),
+        HarvestField("timing_constraint", slot="timing_constraints", from_param="timing_constraint"),
     ),
 )
 
