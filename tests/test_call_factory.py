@@ -51,7 +51,7 @@ def test_fault_is_not_a_summarizer_a_setting_can_choose(monkeypatch: pytest.Monk
 def test_overrides_keep_unset_flags_and_reject_bad_values() -> None:
     base = Settings()
     assert with_overrides(base, policy={"keep": None}).policy.keep == base.policy.keep
-    with pytest.raises(SettingsError, match="policy.keep"):
+    with pytest.raises(SettingsError, match=r"policy\.keep"):
         with_overrides(base, policy={"keep": 0})
 
 

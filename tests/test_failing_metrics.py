@@ -161,7 +161,7 @@ def test_a_failing_llm_is_reported_as_failed_calls(factory: Any, said: str) -> N
     assert report["failed_runs"] == 1 and lanes["failed_runs"] == 1 and said in lanes["first_failure"]
 
 
-def TOY_FREE_BILLING() -> Domain:  # noqa: N802 - a domain factory, named like the others
+def TOY_FREE_BILLING() -> Domain:
     from voice_agent.domains.billing import billing_domain
 
     return billing_domain()

@@ -90,7 +90,8 @@ def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
     for side in report["sides"].values():
         assert set(side) == {"lanes", "rolling", "window"}
         for policy in side.values():
-            assert {"runs", "facts", "reasks", "tokens_per_request", "guard_rejections", "rejected_offers"} <= set(policy)
+            assert {"runs", "facts", "reasks", "tokens_per_request", "guard_rejections",
+                    "rejected_offers"} <= set(policy)
             assert policy["failed_runs"] == 0 and policy["first_failure"] is None
             assert {"key", "stated_turn", "needed_turn", "present_at_need", "captured",
                     "kept_once_captured"} <= set(policy["facts"][0])

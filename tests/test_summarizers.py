@@ -44,7 +44,8 @@ def test_all_five_sections_are_produced_from_ordinary_words() -> None:
     assert [(r.item, r.reason) for r in sections.rejected] == [("Not a Tuesday either", "the school run")]
     assert sections.pending == ["turn 3: caller asked: I'd like the late fee removed."]
     assert sections.decided == ["turn 3: agent: I've opened a dispute for that charge."]
-    assert [(c.turn, c.text) for c in sections.commitments] == [(4, "You'll get the reference by email within two days.")]
+    assert [(c.turn, c.text) for c in sections.commitments] == [
+        (4, "You'll get the reference by email within two days.")]
 
 
 async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping() -> None:
