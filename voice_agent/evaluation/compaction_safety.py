@@ -32,18 +32,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from voice_agent.agent.brain import BrainReply
-from voice_agent.core.assembler import AssemblerConfig
+from voice_agent.call_factory import build_session
 from voice_agent.core.call_state import CallState
-from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.policy import ContextPolicy, PolicyTracker, Regeneration
 from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 from voice_agent.domains.base import Domain
-from voice_agent.evaluation.replay import flat_tracked, make_policy
+from voice_agent.evaluation.replay import flat_tracked
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy
 from voice_agent.scenarios import Scenario
+from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 
 TRACE_FORMAT = "voice-agent-trace/1"
@@ -376,19 +376,17 @@ async def check_trace(
     reference = dt.date.fromisoformat(str(trace["reference_date"]))
     ctx_policy = ContextPolicy(int(trace.get("keep", 6)), int(trace.get("every", 5)))
     tracked = flat_tracked({k: tuple(v) for k, v in dict(trace.get("tracked_facts", {})).items()})
-    today = reference.isoformat()
-    config = AssemblerConfig(system_prompt=dom.system_prompt.format(today=today, reference_date=today),
-                             hard_constraints=dom.hard_constraints)
     tools = [t.name for t in dom.tools]
 
+    settings = with_overrides(Settings(), policy={"name": policy.value, "keep": ctx_policy.keep,
+                                                  "every": ctx_policy.every}, call={"reference_date": reference})
+
     def make_run(tracker: PolicyTracker) -> tuple[_Run, ToolGate]:
-        state = CallState(call_id=str(trace.get("scenario", "trace")), reference_date=reference, policy=ctx_policy,
-                          slot_model=dom.slot_model)
-        state.tracker = tracker
-        date_guard = DateGuard(reference)
-        summarizer = FaultInjectingSummarizer(r, tracked, s)
-        run = _Run(state, make_policy(policy, config, summarizer, date_guard), dom.make_brain())
-        return run, ToolGate({t.name: t for t in dom.tools}, date_guard)
+        # Built by the call factory like any call; only the compaction trigger is the harness's own.
+        session = build_session(settings, str(trace.get("scenario", "trace")), dom,
+                                FaultInjectingSummarizer(r, tracked, s))
+        session.state.tracker = tracker
+        return _Run(session.state, session.policy, dom.make_brain()), session.gate
 
     compacted, gate_c = make_run(ForcedCompaction(ctx_policy, mode=mode))
     reference_run, gate_u = make_run(NoCompaction(ctx_policy))
