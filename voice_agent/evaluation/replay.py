@@ -67,17 +67,13 @@ from voice_agent.call_factory import build_session
 from voice_agent.core.assembler import AssemblerConfig
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import DropEvent, facts_present
-from voice_agent.core.guards.date_guard import DateCheck, DateGuard, parse_date_argument
+from voice_agent.core.guards.date_guard import DateCheck, parse_date_argument
 from voice_agent.core.policy import ContextPolicy, rewrite_schedule
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
-from voice_agent.policies.base import Policy, PolicySummarizer
-from voice_agent.policies.lanes import LanesPolicy
-from voice_agent.policies.rolling import RollingPolicy
-from voice_agent.policies.window import WindowPolicy
 from voice_agent.scenarios import Action, Fact, Scenario, load_call_records
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
@@ -472,17 +468,6 @@ class RecordReplay:
     drops: dict[str, list[DropEvent]] = field(default_factory=dict)
     exchanges: int = 0
     fact_kinds: dict[str, str] = field(default_factory=dict)
-
-
-def make_policy(
-    name: PolicyName, config: AssemblerConfig, summarizer: PolicySummarizer, date_guard: DateGuard
-) -> Policy:
-    """The policy ``name``, built as the live session builds it."""
-    if name is PolicyName.ROLLING:
-        return RollingPolicy(config, summarizer)
-    if name is PolicyName.WINDOW:
-        return WindowPolicy(config)
-    return LanesPolicy(config, summarizer, date_guard)
 
 
 def record_domain(record: Scenario, specs: Mapping[str, ToolSpec], slot_model: type[BaseModel]) -> Domain:
