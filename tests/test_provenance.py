@@ -101,3 +101,21 @@ async def test_the_late_first_use_of_a_caller_stated_id_is_accepted_and_a_mutate
     assert good.turns[7].executed == ["lookup_account"] and good.turns[7].rejections == []
     _, bad = await play({8: [credit("ACC-4729-19"), FakeReply(text="Sorry?")]}, LATE)
     assert bad.turns[7].executed == [] and [r["verdict"] for r in bad.turns[7].rejections] == ["mutated"]
+
+
+def test_late_first_use_through_the_main_job_with_a_scripted_model() -> None:
+    from voice_agent.domains.billing import billing_domain
+    from voice_agent.paraphrases import variants
+    from voice_agent.policies import PolicyName
+    from voice_agent.scenarios import load_scenario
+    from voice_agent.simulation.runner import SimulationPlan, run_plan
+
+    scenario = load_scenario("late_first_use")
+    plan = SimulationPlan(scenario, variants(scenario), billing_domain, [PolicyName.LANES, PolicyName.ROLLING],
+                          Settings(), runs=12, retention=0.9, scripted_llm=True)
+    report = run_plan(plan)
+    for side in ("scripted", "paraphrased"):
+        lanes, rolling = report["sides"][side]["lanes"], report["sides"][side]["rolling"]
+        assert lanes["facts"][0]["present_at_need"] == 1.0 and lanes["facts"][0]["captured"] == 1.0
+        assert lanes["guard_rejections"] == 0 and lanes["unledgered_executed"] == 0 and lanes["executed_calls"] > 0
+        assert rolling["facts"][0]["present_at_need"] < 1.0  # three rewrites at R=0.9 lose it in some calls

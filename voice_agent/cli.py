@@ -112,7 +112,8 @@ def simulate(
     keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
     every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
     llm: Annotated[
-        str, typer.Option("--llm", help="reference (offline default), openai, anthropic or google (keys: settings).")
+        str, typer.Option("--llm", help="reference (offline default), scripted (a FakeLLM replaying the scenario's "
+                          "recorded actions and agent lines), openai, anthropic or google (keys: settings).")
     ] = "reference",
     pace: Annotated[
         float, typer.Option("--words-per-second", help="Interim transcript pace; 0 = no wait (10 with --knowledge).")
@@ -170,13 +171,15 @@ def simulate(
     except SettingsError as exc:
         fail(str(exc))
     llm_factory = None
-    if llm != "reference" or settings.llm.provider != "reference":
+    scripted = llm == "scripted"
+    if not scripted and (llm != "reference" or settings.llm.provider != "reference"):
         llm_factory = _hosted_llm_factory(llm if llm != "reference" else settings.llm.provider)
     try:
         record = load_scenario(scenario)
         variants = paraphrases.variants(record) if paraphrased and paraphrases.available(record.id) else []
         plan = SimulationPlan(record, variants, billing_domain, [PolicyName(n) for n in names], settings, runs,
-                              retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge)
+                              retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge,
+                              scripted_llm=scripted)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     live = not quiet

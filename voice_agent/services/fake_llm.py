@@ -28,6 +28,8 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
 from pipecat.services.settings import LLMSettings
 
+from voice_agent.scenarios import Scenario
+
 
 @dataclass(frozen=True)
 class FakeToolCall:
@@ -134,3 +136,24 @@ class FakeLLM(LLMService):
                 for call in reply.tool_calls
             ])
         await self.push_frame(LLMFullResponseEndFrame())
+
+
+def script_from_record(record: Scenario) -> dict[int, list[FakeReply]]:
+    """A FakeLLM script that replays a call record: each exchange's recorded actions, then its agent line.
+
+    The "model" calls exactly the recorded tools with the recorded arguments, whatever it was told:
+    what the call kept is judged by a recorder from what the model received, and whether each call
+    may run is the guards' decision, as with a real model.
+
+    Args:
+        record: A scenario or call record (utterances from 0, actions before utterance ``turn``).
+    """
+    script: dict[int, list[FakeReply]] = {}
+    for index, utterance in enumerate(record.turns):
+        if utterance.speaker != "agent":
+            continue
+        exchange = index // 2 + 1
+        calls = tuple(FakeToolCall(a.tool, dict(a.args)) for a in record.actions_in_exchange(exchange))
+        replies = [FakeReply(tool_calls=calls)] if calls else []
+        script[exchange] = [*replies, FakeReply(text=utterance.text)]
+    return script

@@ -27,6 +27,7 @@ from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder, TurnRecord
 from voice_agent.retrieval.index import shared_index
 from voice_agent.scenarios import Scenario
+from voice_agent.services.fake_llm import FakeLLM, script_from_record
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
@@ -91,6 +92,8 @@ class SimulationPlan:
         llm_factory: Builds the LLM service for a run (picklable); None uses the one the settings name.
         knowledge: Run speculative retrieval over ``config/knowledge`` (the index loads once per process).
         turn_timeout: Seconds the agent may take to answer a turn before the run counts as failed.
+        scripted_llm: Play each call against a FakeLLM replaying the script's recorded actions and agent
+            lines (no brain): how the lanes and guards hold when the model's calls are fixed.
     """
 
     scenario: Scenario
@@ -105,6 +108,7 @@ class SimulationPlan:
     llm_factory: Callable[[Domain], LLMService[Any]] | None = None
     knowledge: bool = False
     turn_timeout: float = 15.0
+    scripted_llm: bool = False
     facts: list[TrackedFact] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,8 +143,15 @@ class SimulationPlan:
             def summarizer(_call_id: str, _domain: Domain) -> PolicySummarizer:
                 return FaultInjectingSummarizer(retention, tracked, seed)
 
+        llm_factory = self.llm_factory
+        if self.scripted_llm:
+            replies = script_from_record(script)
+
+            def llm_factory(_domain: Domain) -> LLMService[Any]:
+                return FakeLLM(replies)
+
         return build_call(settings, f"{script.id}-{policy.value}-{run}", domain_factory=self.domain_factory,
-                          llm_factory=self.llm_factory, summarizer_factory=summarizer)
+                          llm_factory=llm_factory, summarizer_factory=summarizer)
 
 
 TurnHook = Callable[[PolicyName, int, CallParts, TurnRecord], None]
