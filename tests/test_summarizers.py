@@ -120,3 +120,25 @@ def test_fault_tracked_follows_every_form_apart() -> None:
     facts = scenario_facts(load_scenario("billing_dispute"))
     tracked = fault_tracked(facts)
     assert tracked["account_id"] == "ACC-4729-18" and tracked["disputed_item#2"] == "INV-2026-1018"
+
+
+async def test_every_pass_is_scrubbed_and_the_substitutions_are_counted_per_entry() -> None:
+    from voice_agent.core.call_state import CallState
+    from voice_agent.core.compaction import Compactor
+    from voice_agent.core.policy import ContextPolicy
+
+    class WritesIds:
+        async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
+            return EpisodeSummary(established=["orders ORD-7K4M2P and ord 7k4m2r, and ORD-7K4M2P again"])
+
+    state = CallState(policy=ContextPolicy(keep=1, every=2))
+    state.ledger.record_from_tool("order", "ORD-7K4M2P", 1, "lookup_order", "order_id")
+    state.ledger.record_from_tool("order", "ORD-7K4M2R", 1, "lookup_order", "order_id")
+    compactor, passes = Compactor(WritesIds()), []
+    for text in ("one", "two", "three", "four"):
+        state.start_turn(text)
+        passes.append(await compactor.on_turn_start(state))
+    summary_pass = next(p for p in passes if p is not None)
+    assert state.summary.established == ["orders [the order] and [the order], and [the order] again"]
+    assert dict(summary_pass.event.scrubbed) == {"ledger:order": 2, "ledger:order#2": 1}
+    assert summary_pass.event.span_attributes()["summary.scrubbed"] == ["ledger:order=2", "ledger:order#2=1"]

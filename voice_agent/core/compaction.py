@@ -45,21 +45,25 @@ class Compactor:
         if regeneration is None:
             return None
         leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
-        identifiers = {e.value: e.role for e in state.ledger.entries}
+        tracked = tracked_facts(state)
+        # Keyed like the drop log ("ledger:order#2"), so several entries of one role stay apart.
+        identifiers = {value: key.removeprefix("ledger:") for key, value in tracked.items()
+                       if key.startswith("ledger:")}
         request = SummaryRequest(
             previous=state.summary,
             turns=leaving,
             ledger_roles=[e.role for e in state.ledger.entries],
             slot_names=state.slots.fields,
             regeneration_turn=regeneration.turn,
-            identifiers=identifiers,
+            identifiers={e.value: e.role for e in state.ledger.entries},
         )
-        tracked = tracked_facts(state)
         text_in = state.summary.render() + "\n" + "\n".join(e.render() for e in leaving)
-        new_summary = scrub_summary(await self.summarizer.summarize(request), identifiers)
+        scrubbed: dict[str, int] = {}
+        new_summary = scrub_summary(await self.summarizer.summarize(request), identifiers, scrubbed)
         state.summary = new_summary.model_copy(update={"covers_through_turn": regeneration.last})
         text_out = new_summary.render()
         event = state.drop_log.record(
-            regeneration.turn, facts_present(text_in, tracked), facts_present(text_out, tracked)
+            regeneration.turn, facts_present(text_in, tracked), facts_present(text_out, tracked),
+            {f"ledger:{role}": n for role, n in scrubbed.items()},
         )
         return SummaryPass(regeneration.turn, text_in, text_out, event)

@@ -19,6 +19,8 @@ class DropEvent:
     turn: int
     keys_in: frozenset[str]
     keys_out: frozenset[str]
+    scrubbed: tuple[tuple[str, int], ...] = ()
+    """(ledger key, substitutions): identifier values the summarizer wrote that were replaced by their role."""
 
     @property
     def dropped(self) -> frozenset[str]:
@@ -32,6 +34,7 @@ class DropEvent:
             "summary.facts_in": sorted(self.keys_in),
             "summary.facts_out": sorted(self.keys_out),
             "summary.facts_dropped": sorted(self.dropped),
+            "summary.scrubbed": [f"{key}={n}" for key, n in self.scrubbed],
         }
 
 
@@ -63,9 +66,13 @@ class DropLog:
 
     events: list[DropEvent] = field(default_factory=list)
 
-    def record(self, turn: int, keys_in: frozenset[str], keys_out: frozenset[str]) -> DropEvent:
+    def record(
+        self, turn: int, keys_in: frozenset[str], keys_out: frozenset[str],
+        scrubbed: Mapping[str, int] | None = None,
+    ) -> DropEvent:
         """Appends one regeneration's accounting and returns it."""
-        event = DropEvent(turn=turn, keys_in=keys_in, keys_out=keys_out)
+        event = DropEvent(turn=turn, keys_in=keys_in, keys_out=keys_out,
+                          scrubbed=tuple(sorted((scrubbed or {}).items())))
         self.events.append(event)
         return event
 

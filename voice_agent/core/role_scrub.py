@@ -62,28 +62,47 @@ def _near_miss(token: str, value: str) -> bool:
     return _distance_at_most(tok, val, 1)
 
 
-def scrub_text(text: str, identifiers: Mapping[str, str]) -> str:
-    """``text`` with every identifier value (value -> role), and every near miss of one, as ``[the role]``."""
+def _label(role: str) -> str:
+    return role.split("#", 1)[0]
+
+
+def scrub_text(text: str, identifiers: Mapping[str, str], counts: dict[str, int] | None = None) -> str:
+    """``text`` with every identifier value (value -> role), and every near miss of one, as ``[the role]``.
+
+    Args:
+        identifiers: Value -> role; a role may carry ``#n`` ("order#2") to tell apart entries that share
+            it: the text says the role, the counts keep the ``#n``.
+        counts: When given, substitutions are counted into it per role (with its ``#n``).
+    """
     if not identifiers:
         return text
+
+    def count(role: str, n: int = 1) -> None:
+        if counts is not None and n:
+            counts[role] = counts.get(role, 0) + n
+
     # Longest first: "ORD-7K4M2P" must not be half-replaced by a shorter value it contains.
     for value in sorted(identifiers, key=len, reverse=True):
         pattern = _pattern(value)
         if pattern is not None:
-            text = pattern.sub(f"[the {identifiers[value]}]", text)
+            text, n = pattern.subn(f"[the {_label(identifiers[value])}]", text)
+            count(identifiers[value], n)
 
     def near(match: re.Match[str]) -> str:
         token = match.group(0)
         for value, role in identifiers.items():
             if _near_miss(token, value):
-                return f"[the {role}]"
+                count(role)
+                return f"[the {_label(role)}]"
         return token
 
     return _TOKEN.sub(near, text)
 
 
-def scrub_summary(summary: EpisodeSummary, identifiers: Mapping[str, str]) -> EpisodeSummary:
-    """Every section of ``summary`` scrubbed with :func:`scrub_text`."""
+def scrub_summary(
+    summary: EpisodeSummary, identifiers: Mapping[str, str], counts: dict[str, int] | None = None
+) -> EpisodeSummary:
+    """Every section of ``summary`` scrubbed with :func:`scrub_text` (substitutions counted into ``counts``)."""
     if not identifiers:
         return summary
-    return summary.map_text(lambda text: scrub_text(text, identifiers))
+    return summary.map_text(lambda text: scrub_text(text, identifiers, counts))
