@@ -14,7 +14,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 Message = dict[str, Any]
 
-KNOWN_FACTS_HEADER = "KNOWN FACTS (from tools and the caller's own words; copy values exactly):"
+KNOWN_FACTS_HEADER = "KNOWN FACTS (from tools; quotes are the caller's own words; copy values exactly):"
 MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; confirm before acting):"
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
@@ -104,7 +104,11 @@ def known_facts_block(state: CallState, extra_facts: Sequence[str] = ()) -> str 
 
 
 def _ledger_lines(state: CallState) -> list[str]:
-    """One line per identifier in play; a value held under several roles is one line, its roles joined."""
+    """One line per identifier in play; a value held under several roles is one line, its roles joined.
+
+    A generic role that a more specific role of the same value ends with ("order" beside
+    "damaged_item_order") adds nothing and is left out.
+    """
     roles: dict[str, list[str]] = {}
     suffix: dict[str, str] = {}
     for entry in state.ledger.entries:
@@ -113,7 +117,11 @@ def _ledger_lines(state: CallState) -> list[str]:
         roles.setdefault(entry.value, []).append(entry.role)
         line = entry.render()
         suffix[entry.value] = line[line.index(entry.value) + len(entry.value):]
-    return [f"{', '.join(r)}: {value}{suffix[value]}" for value, r in roles.items()]
+    lines = []
+    for value, held in roles.items():
+        shown = [r for r in dict.fromkeys(held) if not any(o != r and o.endswith("_" + r) for o in held)]
+        lines.append(f"{', '.join(shown)}: {value}{suffix[value]}")
+    return lines
 
 
 def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, int]:

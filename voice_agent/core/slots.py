@@ -119,7 +119,7 @@ class SlotLane(Generic[SlotModelT]):
             if isinstance(slot.provenance, CallerSpan) and not provenance:
                 items = slot.value if isinstance(slot.value, list) else [slot.value]
                 quoted = "; ".join(f'"{v}"' for v in items)
-                lines.append(f"{name} (caller said, turn {slot.provenance.turn}): {quoted}")
+                lines.append(f"{name} (turn {slot.provenance.turn}): {quoted}")
                 continue
             value = ", ".join(map(str, slot.value)) if isinstance(slot.value, list) else str(slot.value)
             lines.append(f"{name}: {value}" + (f" (turn {slot.turn}, from {slot.source})" if provenance else ""))
