@@ -49,7 +49,7 @@ async def test_the_callers_exact_words_fill_the_slot_as_a_caller_span() -> None:
     slot = session.state.slots.get("requested_resolution")  # type: ignore[attr-defined]
     assert slot is not None and slot.provenance == CallerSpan(1, quote)
     block = known_facts_block(session.state) or ""  # type: ignore[attr-defined]
-    assert block.startswith(KNOWN_FACTS_HEADER) and f'(caller said, turn 1): "{quote}"' in block
+    assert block.startswith(KNOWN_FACTS_HEADER) and f'requested_resolution (turn 1): "{quote}"' in block
 
 
 def test_quotes_match_on_word_boundaries_and_need_two_words() -> None:
