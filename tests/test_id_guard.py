@@ -1,20 +1,31 @@
-"""Verdicts of the ID guard, one test per outcome."""
+"""Verdicts of the ID guard: each refused case with its verdict, and the correct case beside it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdVerdict, near_miss
+from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdTokenIndex, IdVerdict, NearMiss, near_miss
 from voice_agent.core.ledger import Ledger
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
-from voice_agent.core.transcript import TranscriptLane
+from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
 
 GET = ToolSpec("get_invoice", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER, role="invoice"),))
 CREDIT = ToolSpec(
     "issue_credit", "",
     (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER, role="invoice"), ToolParam("reason", "")),
     mutates=True,
+)
+LOOKUP_ORDER = ToolSpec("lookup_order", "", (ToolParam("order_id", "", kind=ParamKind.IDENTIFIER, role="order"),))
+CREDIT_ORDER = ToolSpec(
+    "issue_credit", "", (ToolParam("order_id", "", kind=ParamKind.IDENTIFIER, role="order"),), mutates=True
+)
+LOOKUP_ACCOUNT = ToolSpec(
+    "lookup_account", "", (ToolParam("account_id", "", kind=ParamKind.IDENTIFIER, role="account"),)
 )
 guard = IdGuard()
 
@@ -30,6 +41,37 @@ def ledger_with(*values: str) -> Ledger:
     for v in values:
         ledger.record_from_tool("disputed_invoice", v, 5, "list_invoices", "invoice_id")
     return ledger
+
+
+def turns(*said: str, results: Sequence[tuple[str, Any]] = (), outcome: ToolOutcome = ToolOutcome.COMPLETED
+          ) -> tuple[TranscriptEntry, ...]:
+    """Raw recent turns: caller utterances (turns 1..n), then tool results (name, result) in the last turn."""
+    lane = TranscriptLane()
+    for turn, text in enumerate(said, start=1):
+        lane.append_caller(turn, text)
+    last = max(len(said), 1)
+    for n, (tool, result) in enumerate(results):
+        lane.append_tool_result(last, tool, f"c{n}", result, outcome)
+    return lane.entries
+
+
+def one(tool: ToolSpec, value: str, recent: Sequence[TranscriptEntry] = (), ledger: Ledger | None = None,
+        checker: IdGuard = guard) -> IdCheck:
+    (name,) = [p.name for p in tool.params_of(ParamKind.IDENTIFIER)]
+    (check,) = checker.check(tool, {name: value}, ledger if ledger is not None else Ledger(), recent)
+    return check
+
+
+def order_ledger(value: str = "ORD-7K4M2P", *, verified: bool = True) -> Ledger:
+    ledger = Ledger()
+    if verified:
+        ledger.record_from_tool("damaged_order", value, 2, "lookup_order", "order_id")
+    else:
+        ledger.record_from_caller("damaged_order", value, 2)
+    return ledger
+
+
+# --- the original verdicts -----------------------------------------------------------------------------------------
 
 
 def test_ledger_value_is_ok_and_plain_params_are_not_checked() -> None:
@@ -52,7 +94,7 @@ def test_one_character_mutation_names_the_entry() -> None:
 
 def test_truncated_prefix_is_mutated() -> None:
     (check,) = call(GET, "INV-7K3...", ledger_with("INV-7K3Q9"))
-    assert check.verdict is IdVerdict.MUTATED
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.TRUNCATED
 
 
 def test_caller_stated_value_ok_for_lookup_refused_for_state_change() -> None:
@@ -95,3 +137,234 @@ def test_tool_calls_and_agent_words_are_not_provenance() -> None:
     lane.append_tool_call(3, "get_invoice", "c1", {"invoice_id": "INV-4242-42"})
     (check,) = guard.check(GET, {"invoice_id": "INV-4242-42"}, Ledger(), lane.entries)
     assert check.verdict is IdVerdict.UNKNOWN
+
+
+# --- truncation: refused before provenance is asked ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("said", "value"), [
+    ("my order is ORD-7K4M2P", "ORD-7K4M"),
+    ("my order is ORD-7K4M2P", "ORD-7K4M2"),
+    ("it's ORD 7K4M 2P", "ORD-7K4M"),
+    ("o r d seven k four m two p", "ORD-7K4M2"),
+    ("account ACC 4729 18 please", "ACC-4729"),
+    ("invoice INV-2026-1018", "INV-2026-10"),
+    ("invoice INV-2026-1018", "INV-2026-"),
+])
+def test_truncation_of_what_the_caller_said_is_mutated(said: str, value: str) -> None:
+    check = one(LOOKUP_ORDER, value, turns(said))
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.TRUNCATED
+    assert check.token is not None and check.token.source is EntryKind.CALLER
+    assert "the caller said in turn 1" in check.reason
+
+
+def test_a_cut_off_repetition_is_still_a_truncation() -> None:
+    # The short form is a token of its own here; the full form said a moment later is what it resembles.
+    recent = turns("my order is ORD 7K4M... sorry, ORD 7K4M2P")
+    assert one(LOOKUP_ORDER, "ORD-7K4M", recent).verdict is IdVerdict.MUTATED
+    assert one(LOOKUP_ORDER, "ORD-7K4M2P", recent).verdict is IdVerdict.OK
+
+
+@pytest.mark.parametrize("value", ["ORD-7K4M2", "ORD-7K4M", "ord-7k4m2"])
+def test_truncation_of_a_ledger_value_is_mutated_though_the_full_value_is_in_a_result(value: str) -> None:
+    recent = turns("go ahead", results=[("get_invoice", {"lines": [{"order_id": "ORD-7K4M2P", "amount": 49.0}]})])
+    for tool in (CREDIT_ORDER, LOOKUP_ORDER):
+        check = one(tool, value, recent, order_ledger())
+        assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.TRUNCATED
+        assert check.resembles is not None and check.resembles.value == "ORD-7K4M2P"
+        assert "damaged_order (ORD-7K4M2P)" in check.reason  # the ledger's value, for the model to copy
+
+
+def test_truncation_of_a_tool_result_value_is_mutated() -> None:
+    recent = turns(results=[("lookup_order", {"order_id": "ORD-9TQ2XB", "invoice_id": "INV-2026-1143"})])
+    check = one(GET, "INV-2026-114", recent)
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.TRUNCATED
+    assert check.token is not None and check.token.path == "invoice_id"
+    assert "the invoice_id that lookup_order returned in turn 1 (INV-2026-1143)" in check.reason
+
+
+# --- provenance is whole-token equality ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("said", "value"), [
+    ("I'm at flat 47, 2918 Main Street", "4729-18"),
+    ("flat 47, 2918 Main Street", "472918"),
+    ("unit 12, 3456 Elm Road", "12-3456"),
+    ("I'm 47 and my house is 2918", "4729-18"),
+    ("my order is ORD-7K4M2P and the total was 2018", "ORD-7K4M2P-2018"),
+    ("the date was 2026. Invoice 1018", "2026-1018"),
+])
+def test_pieces_split_by_words_or_punctuation_are_not_one_identifier(said: str, value: str) -> None:
+    check = one(LOOKUP_ACCOUNT, value, turns(said))
+    assert check.verdict is IdVerdict.UNKNOWN and not check.from_caller
+
+
+def test_a_value_inside_a_sentence_of_a_result_is_not_returned_by_it() -> None:
+    recent = turns(results=[("lookup_order", {"note": "Refund for ORD-7K4M2P approved"})])
+    assert one(LOOKUP_ORDER, "ORD-7K4M2P", recent).verdict is IdVerdict.UNKNOWN
+
+
+@pytest.mark.parametrize("outcome", [ToolOutcome.REJECTED, ToolOutcome.FAILED, ToolOutcome.CANCELLED])
+def test_a_result_that_did_not_complete_vouches_for_nothing(outcome: ToolOutcome) -> None:
+    # A rejection or an error echoes the model's own argument back.
+    recent = turns(results=[("lookup_order", {"status": "error", "order_id": "ORD-1234XY"})], outcome=outcome)
+    assert one(LOOKUP_ORDER, "ORD-1234XY", recent).verdict is IdVerdict.UNKNOWN
+
+
+@pytest.mark.parametrize(("said", "value"), [("my flat is 47", "47"), ("the code is 123", "123"),
+                                             ("it's a b c", "ABC")])
+def test_short_caller_values_are_not_accepted(said: str, value: str) -> None:
+    check = one(LOOKUP_ACCOUNT, value, turns(said))
+    assert check.verdict is IdVerdict.UNKNOWN
+
+
+def test_a_short_value_a_tool_returned_is_accepted() -> None:
+    # The floor is for what the caller said; a tool's field is a value on purpose.
+    recent = turns(results=[("lookup_order", {"order_id": "77"})])
+    assert one(LOOKUP_ORDER, "77", recent).verdict is IdVerdict.OK
+
+
+# --- edits and separator slips -------------------------------------------------------------------------------------
+
+
+def test_separator_turned_into_a_letter_is_mutated_not_unknown() -> None:
+    ledger = Ledger()
+    ledger.record_from_tool("account", "1414-5812", 2, "lookup_account", "account_id")
+    check = one(LOOKUP_ACCOUNT, "1414G5812", (), ledger)
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.SEPARATOR
+    assert check.resembles is not None and "account (1414-5812)" in check.reason
+
+
+@pytest.mark.parametrize(("known", "value"), [("12-34-56", "12G34G56"), ("AB/CD/EF", "AB1CD2EF"),
+                                              ("ACC-4729-18", "ACC04729-18")])
+def test_separator_slips_beyond_the_edit_limit_are_mutated(known: str, value: str) -> None:
+    ledger = Ledger()
+    ledger.record_from_tool("account", known, 2, "lookup_account", "account_id")
+    check = one(LOOKUP_ACCOUNT, value, (), ledger)
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.SEPARATOR
+
+
+def test_a_character_turned_into_a_separator_is_mutated() -> None:
+    check = one(LOOKUP_ORDER, "ORD-7K4M-P", (), order_ledger())
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.EDITED
+
+
+@pytest.mark.parametrize("value", ["ORD-7K4M2Q", "ORD-7K4N2P", "ORD-K74M2P", "ORD-7K4M22P", "ORD-7KM2P"])
+def test_edit_of_what_the_caller_said_is_mutated_without_quoting_it(value: str) -> None:
+    check = one(LOOKUP_ORDER, value, turns("my order is ORD 7K4M2P"))
+    assert check.verdict is IdVerdict.MUTATED and check.near_miss is NearMiss.EDITED
+    assert "7K4M2P" not in check.reason.replace(repr(value), "")  # the caller's words are not handed back
+
+
+def test_edit_of_a_tool_result_value_is_mutated_and_names_the_field() -> None:
+    recent = turns(results=[("lookup_order", {"order_id": "ORD-7K4M2P", "status": "delivered"})])
+    check = one(LOOKUP_ORDER, "ORD-7K4N2P", recent)
+    assert check.verdict is IdVerdict.MUTATED
+    assert "order_id that lookup_order returned" in check.reason and "(ORD-7K4M2P)" in check.reason
+
+
+def test_the_closest_ledger_entry_is_named() -> None:
+    ledger = Ledger()
+    for i in range(64):
+        ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{1000 + i:04d}", 1, "list_invoices", "invoice_id")
+    check = one(GET, "INV-2026-1O63", (), ledger)
+    assert check.verdict is IdVerdict.MUTATED
+    assert check.resembles is not None and check.resembles.value == "INV-2026-1063"
+
+
+def test_among_equally_close_entries_the_most_recent_is_named() -> None:
+    ledger = Ledger()
+    ledger.record_from_tool("old_order", "ORD-7K4M2A", 1, "lookup_order", "order_id")
+    ledger.record_from_tool("new_order", "ORD-7K4M2B", 9, "lookup_order", "order_id")
+    check = one(LOOKUP_ORDER, "ORD-7K4M2C", (), ledger)
+    assert check.resembles is not None and check.resembles.role == "new_order"
+
+
+def test_a_short_known_value_resembles_nothing() -> None:
+    recent = turns(results=[("lookup_order", {"order_id": "77", "qty": 3})])
+    assert one(LOOKUP_ORDER, "78", recent).verdict is IdVerdict.UNKNOWN
+
+
+# --- correct cases still pass --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("said", "value"), [
+    ("It's ACC 4729 18.", "ACC-4729-18"),
+    ("my account number is a c c four seven two nine one eight", "ACC-4729-18"),
+    ("A C C, 4729 18", "4729-18"),
+    ("acc 4729-18 thanks", "ACC-4729-18"),
+    ("it's ACC-4729-18", "acc-4729-18"),
+    ("it's ACC-4729-18", "ACC/4729/18"),
+    ("it's ACC-4729-18", "ACC 472918"),
+    ("the order is ord 7k4m2p", "ORD-7K4M2P"),
+    ("ORD dash seven K four M two P", "ORD-7K4M2P"),
+    ("invoice i n v two zero two six one zero one eight", "INV-2026-1018"),
+    ("four seven two nine, eighteen", "4729"),
+    ("double four seven oh nine", "44709"),
+    ("flat 47 2918", "472918"),
+    ("Here it is: ACC-4729-18.", "ACC-4729-18"),
+])
+def test_caller_stated_identifiers_in_any_spelling_are_ok_for_a_lookup(said: str, value: str) -> None:
+    check = one(LOOKUP_ACCOUNT, value, turns("hello", said))
+    assert check.verdict is IdVerdict.OK and check.from_caller, check.reason
+    assert check.token is not None and check.token.turn == 2
+
+
+def test_caller_stated_identifier_is_unverified_for_a_state_change() -> None:
+    check = one(CREDIT_ORDER, "ORD-7K4M2P", turns("my order is ORD 7K4M2P"))
+    assert check.verdict is IdVerdict.UNVERIFIED and check.from_caller
+
+
+@pytest.mark.parametrize("value", ["ORD-7K4M2P", "ord 7k4m2p", "ORD7K4M2P", "ORD/7K4M/2P"])
+def test_verified_ledger_value_in_any_spelling_is_ok_for_a_state_change(value: str) -> None:
+    check = one(CREDIT_ORDER, value, (), order_ledger())
+    assert check.verdict is IdVerdict.OK
+    assert check.match is not None and check.match.value == "ORD-7K4M2P"  # the verbatim form to run the tool with
+
+
+@pytest.mark.parametrize("value", ["ORD-7K4M2P", "ord 7k4m2p"])
+def test_caller_stated_ledger_value_is_unverified_for_a_state_change(value: str) -> None:
+    assert one(CREDIT_ORDER, value, (), order_ledger(verified=False)).verdict is IdVerdict.UNVERIFIED
+    assert one(LOOKUP_ORDER, value, (), order_ledger(verified=False)).verdict is IdVerdict.OK
+
+
+def test_a_tool_result_value_is_ok_and_strict_mode_wants_the_ledger() -> None:
+    recent = turns(results=[("lookup_order", {"order_id": "ORD-9TQ2XB", "invoice_id": "INV-2026-1143"})])
+    credit = ToolSpec("open_dispute", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER),), mutates=True)
+    assert one(GET, "INV-2026-1143", recent).verdict is IdVerdict.OK
+    assert one(credit, "INV-2026-1143", recent).verdict is IdVerdict.OK
+    strict = IdGuard(ledger_only_for_mutations=True)
+    check = one(credit, "INV-2026-1143", recent, checker=strict)
+    assert check.verdict is IdVerdict.UNVERIFIED and not check.from_caller
+
+
+def test_sibling_identifiers_the_caller_said_are_each_ok() -> None:
+    # ORD-7K4M2P and ORD-7K4M2R are one character apart: neither is a corruption of the other.
+    recent = turns("I've got two problem orders: ORD-7K4M2P and ORD-7K4M2R.")
+    assert one(LOOKUP_ORDER, "ORD-7K4M2R", recent, order_ledger()).verdict is IdVerdict.OK
+    assert one(LOOKUP_ORDER, "ORD-7K4M2P", recent).verdict is IdVerdict.OK
+    assert one(LOOKUP_ORDER, "ORD-7K4M2R", recent).verdict is IdVerdict.OK
+
+
+def test_sibling_identifiers_a_tool_listed_are_each_ok() -> None:
+    listed = {"invoices": [{"invoice_id": f"INV-2026-127{i}", "total": 165.5} for i in range(7, 10)]}
+    recent = turns(results=[("list_invoices", listed)])
+    for i in range(7, 10):
+        assert one(GET, f"INV-2026-127{i}", recent).verdict is IdVerdict.OK
+
+
+def test_a_given_index_is_used_instead_of_the_recent_turns() -> None:
+    index = IdTokenIndex(turns("it's ORD 7K4M2P"))
+    check = guard.check(LOOKUP_ORDER, {"order_id": "ORD-7K4M2P"}, Ledger(), (), index)
+    assert [c.verdict for c in check] == [IdVerdict.OK]
+    assert guard.check(LOOKUP_ORDER, {"order_id": "ORD-7K4M2P"}, Ledger(), ())[0].verdict is IdVerdict.UNKNOWN
+
+
+def test_one_check_per_identifier_argument_present() -> None:
+    spec = ToolSpec("open_dispute", "", (
+        ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER), ToolParam("order_id", "", kind=ParamKind.IDENTIFIER),
+        ToolParam("reason", ""),
+    ))
+    checks = guard.check(spec, {"invoice_id": "INV-2026-1018", "order_id": "", "reason": "x"}, Ledger(), ())
+    assert [c.argument for c in checks] == ["invoice_id"]
+    assert guard.check(spec, {"invoice_id": "--", "reason": "x"}, Ledger(), ())[0].verdict is IdVerdict.UNKNOWN
