@@ -72,6 +72,9 @@ class TurnLog(FrameProcessor):
     async def _interrupted(self) -> None:
         heard = "".join(self._text).strip()
         self._text = []
+        # The interruption cancelled the response's tool calls (cancel_on_interruption): no re-run will
+        # close the turn, so the next response (the caller's next turn, a recovery line) must.
+        self._calls_in_response = False
         if heard:
             self._session.record_agent(heard, interrupted=True)
         await self._call_event_handler("on_interrupted")

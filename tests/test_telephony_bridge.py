@@ -106,7 +106,9 @@ class RawCaller:
 
 
 async def test_health_readiness_and_call_listing() -> None:
-    async with running_bridge(config(max_calls=1), factory()) as (_bridge, url), aiohttp.ClientSession() as http:
+    token = "calls-token-0123456789"  # /calls is off without one (tests/test_telephony_hardening.py)
+    settings = config(max_calls=1, calls_token=token)
+    async with running_bridge(settings, factory()) as (_bridge, url), aiohttp.ClientSession() as http:
         async with http.get(f"{url}/healthz") as reply:
             assert reply.status == 200 and (await reply.json())["status"] == "ok"
         async with http.get(f"{url}/readyz") as reply:
@@ -114,7 +116,7 @@ async def test_health_readiness_and_call_listing() -> None:
         await reserve(url)
         async with http.get(f"{url}/readyz") as reply:
             assert reply.status == 503 and (await reply.json())["status"] == "full"
-        async with http.get(f"{url}/calls") as reply:
+        async with http.get(f"{url}/calls", headers={"Authorization": f"Bearer {token}"}) as reply:
             body = await reply.json()
         assert body["calls"][0]["state"] == "reserved" and "transcript" not in body["calls"][0]
 
@@ -225,12 +227,12 @@ async def test_a_frame_over_the_size_limit_closes_only_that_call() -> None:
             await ws.send("x" * 200_000)
             with pytest.raises(ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), 5)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008  # a protocol violation
         result = await other
         await wait_for(lambda: len(ended(bridge)) == 2)
     assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns)
     reasons = sorted(r.reason for r in ended(bridge))
-    assert reasons == ["caller hung up (stop)", "client disconnected"]
+    assert reasons == ["caller hung up (stop)", "frame too large (over 65536 bytes)"]
 
 
 async def test_hang_up_mid_utterance_keeps_the_transcript() -> None:

@@ -2,7 +2,8 @@
 
 Every entry point (``serve``, ``talk``, ``simulate``, ``eval``, the eval bot, the load
 test) builds its calls here, so a setting means the same everywhere: policy, K, S,
-summarizer, ledger capacity, output guard, reference date and the LLM service.
+summarizer, ledger capacity, output guard, reference date, the LLM service and its
+timeouts and retries (``SessionConfig.llm_recovery``, which the pipeline's LLM watchdog applies).
 Measurement is not part of a call: entry points that measure attach a recorder
 (:mod:`voice_agent.recording`) from outside.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from pipecat.services.llm_service import LLMService
 
 from voice_agent.core.guards.output_guard import OutputGuardConfig
+from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
@@ -42,6 +44,16 @@ def session_config(settings: Settings) -> SessionConfig:
             max_credit=guard.max_credit, late_max_credit=guard.late_max_credit,
             strict_after_turn=guard.strict_after_turn,
         ),
+        llm_recovery=llm_recovery_config(settings),
+    )
+
+
+def llm_recovery_config(settings: Settings) -> LLMRecoveryConfig:
+    """The LLM's timeouts, retries and transfer threshold the settings describe (the ``llm`` section)."""
+    llm = settings.llm
+    return LLMRecoveryConfig(
+        first_token_timeout_secs=llm.first_token_timeout_secs, total_timeout_secs=llm.total_timeout_secs,
+        retries=llm.retries, transfer_after=llm.transfer_after_failures,
     )
 
 

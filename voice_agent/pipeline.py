@@ -18,6 +18,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserTurnStrategies
 
 from processors.context_assembly import ContextAssembly
+from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
 from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
@@ -38,6 +39,7 @@ class CallPipeline:
     assistant_aggregator: LLMAssistantAggregator
     output_guard: OutputGuardProcessor
     turn_log: TurnLog
+    watchdog: LLMWatchdog
 
 
 def build_call_pipeline(
@@ -50,6 +52,10 @@ def build_call_pipeline(
     user_turn_stop_timeout: float = 5.0,
 ) -> CallPipeline:
     """Wires STT side -> user aggregator -> context assembly -> LLM -> output guard -> TTS -> turn log.
+
+    The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
+    ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
+    answers the caller itself when the LLM fails.
 
     Args:
         session: The call's core state.
@@ -73,15 +79,19 @@ def build_call_pipeline(
     )
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
+    watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
     processors: list[FrameProcessor] = [
         *before_user,
         user_agg,
         ContextAssembly(session, name="context-assembly-in"),
+        watchdog.inlet,
         llm,
+        watchdog.outlet,
         ContextAssembly(session, name="context-assembly-rerun"),
         output_guard,
         *tts,
         turn_log,
         assistant_agg,
     ]
-    return CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, output_guard, turn_log)
+    return CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, output_guard, turn_log,
+                        watchdog)

@@ -17,6 +17,7 @@ from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
+from voice_agent.core.llm_recovery import LLMFailure, LLMRecoveryConfig
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.core.spoken_ids import find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
@@ -60,6 +61,7 @@ class SessionConfig:
         reference_date: The call's "today".
         ledger_capacity: Most identifiers held.
         output_guard: Output guard limits.
+        llm_recovery: The LLM's timeouts and retries, and what the caller hears when it fails.
     """
 
     policy: PolicyName = PolicyName.LANES
@@ -68,6 +70,7 @@ class SessionConfig:
     reference_date: dt.date = field(default_factory=dt.date.today)
     ledger_capacity: int = 64
     output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
+    llm_recovery: LLMRecoveryConfig = field(default_factory=LLMRecoveryConfig)
 
 
 class CallSession:
@@ -123,6 +126,8 @@ class CallSession:
         self.summary_passes: list[SummaryPass] = []
         self.guard_events: list[GuardEvent] = []
         self.output_blocks: list[tuple[int, str]] = []
+        # Every failed LLM attempt (a timeout or an error) and what followed, from the LLM watchdog.
+        self.llm_failures: list[LLMFailure] = []
         self.last_context: AssembledContext | None = None
         self.requests_by_turn: dict[int, int] = {}
         self._caller_messages_seen = 0
@@ -140,7 +145,7 @@ class CallSession:
 
     def describe(self) -> dict[str, Any]:
         """How the call is set up (names and numbers, no caller values): for call records and logs."""
-        guard = self.config.output_guard
+        guard, recovery = self.config.output_guard, self.config.llm_recovery
         return {
             "policy": self.policy.name, "keep": self.config.keep, "every": self.config.every,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
@@ -148,6 +153,9 @@ class CallSession:
             "reference_date": self.config.reference_date.isoformat(),
             "output_guard": {"max_credit": guard.max_credit, "late_max_credit": guard.late_max_credit,
                              "strict_after_turn": guard.strict_after_turn},
+            "llm_recovery": {"first_token_timeout_secs": recovery.first_token_timeout_secs,
+                             "total_timeout_secs": recovery.total_timeout_secs, "retries": recovery.retries,
+                             "transfer_after": recovery.transfer_after},
         }
 
     @property

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -58,12 +58,32 @@ class LLMConfig(_Section):
         model: Model name; None keeps pipecat's default for the provider.
         base_url: OpenAI-compatible endpoint (a local server); only for ``openai``.
         api_key: The key; when unset, read from the provider's standard variable.
+        first_token_timeout_secs: Our own limit on the wait for an inference's first output (text or
+            a tool call); past it the inference is cancelled and retried. The provider SDK's own
+            retries are turned off (OpenAI's default: 600 s, 3 tries), so this and the next two rule.
+        total_timeout_secs: Our own limit on one inference, from its start to the end of its answer.
+        retries: Further attempts with the same context after a failed one (timeout or error).
+        transfer_after_failures: The failed request of a call (all its attempts failed) that hands the
+            call to a human; the first one is met with an apology, the next ones with a callback offer.
     """
 
     provider: Provider = "reference"
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None
+    first_token_timeout_secs: float = Field(default=4.0, gt=0.0)
+    total_timeout_secs: float = Field(default=15.0, gt=0.0)
+    retries: int = Field(default=1, ge=0, le=3)
+    transfer_after_failures: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _timeouts_ordered(self) -> LLMConfig:
+        if self.total_timeout_secs < self.first_token_timeout_secs:
+            raise ValueError(
+                f"total_timeout_secs ({self.total_timeout_secs:g}) must be at least first_token_timeout_secs "
+                f"({self.first_token_timeout_secs:g})"
+            )
+        return self
 
 
 class SummarizerConfig(_Section):
@@ -265,15 +285,18 @@ def _with_api_key(settings: Settings) -> Settings:
 def with_provider(settings: Settings, provider: str) -> Settings:
     """``settings`` with the conversation LLM switched to ``provider`` (its key read as at start-up).
 
-    Keeps model, base URL and key when ``provider`` is already the configured one.
+    Keeps model, base URL and key when ``provider`` is already the configured one; keeps the
+    timeouts, retries and transfer threshold whatever the provider.
 
     Raises:
         SettingsError: The provider is unknown or its key is missing (one line, naming what to set).
     """
     if provider == settings.llm.provider:
         return settings
+    kept = settings.llm.model_dump(include={"first_token_timeout_secs", "total_timeout_secs", "retries",
+                                            "transfer_after_failures"})
     try:
-        llm = LLMConfig.model_validate({"provider": provider})
+        llm = LLMConfig.model_validate({"provider": provider, **kept})
     except ValidationError:
         raise SettingsError(
             f"settings: unknown llm provider {provider!r} (use reference, openai, anthropic or google)"
@@ -305,6 +328,52 @@ def with_overrides(settings: Settings, **sections: Mapping[str, Any]) -> Setting
         raise SettingsError(f"settings: {where} is invalid: {first['msg']}") from None
 
 
+OTHER_ENV_NAMES = frozenset({
+    SETTINGS_PATH_ENV,
+    "VOICE_AGENT_PRODUCTION",  # serve --production
+    "VOICE_AGENT_CALLS_TOKEN",  # serve: bearer token of GET /calls
+    "VOICE_AGENT_LOG_LEVEL",  # the CLI's log level
+    "VOICE_AGENT_CACHE_DIR",  # retrieval's embedding cache
+})
+"""``VOICE_AGENT_*`` variables that are read directly, not settings."""
+
+
+def _unknown_env_name(environ: Mapping[str, str]) -> str | None:
+    """A one-line error for the first ``VOICE_AGENT_*`` variable that names nothing, else None.
+
+    Settings ignore a variable whose section is misspelt (``VOICE_AGENT_POLCY__KEEP``), so it would
+    silently change nothing; keys inside a known section are checked by the models themselves.
+    """
+    sections = sorted(name.upper() for name in Settings.model_fields)
+    others = sorted(name[len(ENV_PREFIX):] for name in OTHER_ENV_NAMES)
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_ENV_NAMES:
+            continue
+        rest = upper[len(ENV_PREFIX):]
+        section, nested, key = rest.partition(ENV_NESTED_DELIMITER)
+        if section in sections and (not nested or key):
+            continue
+        guess: str | None = None
+        if nested and key:
+            close = difflib.get_close_matches(section, sections, n=1)
+            guess = f"{ENV_PREFIX}{close[0]}{ENV_NESTED_DELIMITER}{key}" if close else None
+        elif not nested:
+            glued = [s for s in sections if rest.startswith(s + "_")
+                     and rest[len(s) + 1:].lower() in _fields_at([s.lower()])]
+            if glued:  # VOICE_AGENT_POLICY_KEEP: one underscore where two are needed
+                guess = f"{ENV_PREFIX}{glued[0]}{ENV_NESTED_DELIMITER}{rest[len(glued[0]) + 1:]}"
+            else:
+                close = difflib.get_close_matches(rest, sections + others, n=1)
+                guess = f"{ENV_PREFIX}{close[0]}" if close else None
+        hint = f"did you mean {guess}?" if guess else (
+            f"settings are {ENV_PREFIX}<SECTION>{ENV_NESTED_DELIMITER}<KEY> with SECTION one of "
+            f"{', '.join(sections)}; other variables: {', '.join(sorted(OTHER_ENV_NAMES))}"
+        )
+        return f"settings: unknown environment variable {name} ({hint})"
+    return None
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Loads and validates the settings.
 
@@ -318,6 +387,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
     Raises:
         SettingsError: With a one-line message saying what to set.
     """
+    unknown = _unknown_env_name(os.environ)
+    if unknown is not None:
+        raise SettingsError(unknown)
     toml_path, required = _settings_path(path)
     if not toml_path.is_file():
         if required:

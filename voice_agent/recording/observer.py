@@ -18,9 +18,11 @@ class RecorderObserver(BaseObserver):
 
     Args:
         recorder: The recorder to feed.
-        llm: The LLM processor: a context frame pushed *to* it is what the model received.
+        llm: The LLM processor: a context frame pushed *to* it is what the model received. Its own
+            errors are left to the call's LLM watchdog, which answers the caller and logs them.
         spoken_from: The processor whose text output is what the caller is given (the output guard).
-        on_error: Called with each error message, e.g. so a scripted driver stops waiting.
+        on_error: Called with each error message (of any processor but the LLM), e.g. so a scripted
+            driver stops waiting.
     """
 
     def __init__(
@@ -53,6 +55,10 @@ class RecorderObserver(BaseObserver):
                 self.recorder.agent_words(time.perf_counter())
         elif isinstance(frame, ErrorFrame) and frame.id not in self._errors_seen:
             self._errors_seen.add(frame.id)
+            if frame.processor is self._llm:
+                # The call's LLM watchdog handles the LLM's errors (retry, then a line for the caller) and
+                # logs each in session.llm_failures, which the recorder reads when the turn closes.
+                return
             self.recorder.error(str(frame.error))
             if self._on_error is not None:
                 self._on_error(str(frame.error))

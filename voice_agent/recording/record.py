@@ -108,7 +108,8 @@ class TurnRecord:
         output_blocks: Output guard checks that fired.
         summary_pass: The summary pass at the start of the turn: watched facts in and out.
         retrieval: What knowledge retrieval did for the turn.
-        errors: Errors the pipeline reported (an LLM that failed, a service that hung).
+        errors: Errors the pipeline reported (a service that broke), and every failed LLM attempt (a
+            timeout or an error, with the retry or the line that followed) from ``session.llm_failures``.
     """
 
     turn: int
@@ -161,6 +162,7 @@ class CallRecorder:
         self._tool_values: set[str] = set()
         self._results_seen: set[str] = set()
         self._passes_seen = 0
+        self._llm_failures_seen = 0
 
     @property
     def current(self) -> TurnRecord | None:
@@ -274,6 +276,11 @@ class CallRecorder:
                     "facts_out": sorted(f.key for f in self.facts if f.present(summary_pass.text_out)),
                 }
         self._passes_seen = len(session.summary_passes)
+        # The LLM's failures (timeouts and errors, each with what followed) come from the call's own log,
+        # written by its LLM watchdog; a failure logged after its turn closed joins the next record.
+        for failure in session.llm_failures[self._llm_failures_seen :]:
+            self.error(failure.describe())
+        self._llm_failures_seen = len(session.llm_failures)
         record.reasks = self._reasks(record)
         record.rejected_offers.extend(self._offered_rejected(record))
         return record

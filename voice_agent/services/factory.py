@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pipecat.services.llm_service import LLMService
 
@@ -70,7 +70,25 @@ def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
     if config.model:
         kwargs["settings"] = service_class.Settings(model=config.model)
     service: LLMService[Any] = service_class(**kwargs)
+    _without_sdk_retries(service, config)
     return service
+
+
+def _without_sdk_retries(service: LLMService[Any], config: LLMConfig) -> None:
+    """Leaves timeouts and retries to the call's LLM watchdog (:mod:`processors.llm_watchdog`).
+
+    The OpenAI and Anthropic SDKs retry failed requests themselves (OpenAI: 2 retries with back-off,
+    600 s timeout), unseen by pipecat: a provider answering 500 would keep the caller waiting through
+    the SDK's back-off before the watchdog even hears of the error, and its retry would multiply the
+    SDK's. pipecat builds the client without exposing these options, so the client it built is
+    replaced by a copy with none (``with_options`` is the SDKs' public way to copy a client). The
+    SDK's own timeout becomes a backstop a little past the watchdog's total timeout, for the
+    out-of-band inferences (summaries) the watchdog does not see.
+    """
+    client = getattr(service, "_client", None)
+    with_options = getattr(client, "with_options", None)
+    if callable(with_options):
+        cast(Any, service)._client = with_options(max_retries=0, timeout=config.total_timeout_secs + 5.0)
 
 
 _HOSTED: Mapping[str, tuple[str, str]] = {

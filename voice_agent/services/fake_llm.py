@@ -53,12 +53,16 @@ class FakeReply:
         tool_calls: Tools to call; their results come back as the next inference of the same turn.
         error: Report this error (an ErrorFrame, as a failing provider does) instead of answering.
         hang: Never answer (a provider that hangs); the call's own timeouts must deal with it.
+        delay: Seconds before anything is sent (a slow first token); with ``error``, before the error.
+        hang_after_text: Send the text, then never finish (a stream that stalls after its first token).
     """
 
     text: str = ""
     tool_calls: tuple[FakeToolCall, ...] = ()
     error: str | None = None
     hang: bool = False
+    delay: float = 0.0
+    hang_after_text: bool = False
 
 
 DEFAULT_REPLY = FakeReply(text="Okay.")
@@ -69,8 +73,9 @@ class FakeLLM(LLMService):
     """Answers each inference from a script keyed by turn.
 
     A new turn starts with every inference whose last turn message is not a tool result; the
-    inferences after tool results take the turn's next replies. Everything the fake
-    received is kept in :attr:`received` for assertions.
+    inferences after tool results take the turn's next replies, and so does a retry (an inference
+    of exactly the context received last, as the call's LLM watchdog sends after a failure).
+    Everything the fake received is kept in :attr:`received` for assertions.
 
     Args:
         script: Turn number (from 1) -> its replies, in order; missing turns say ``default``.
@@ -106,10 +111,10 @@ class FakeLLM(LLMService):
         else:
             await self.push_frame(frame, direction)
 
-    def _next_reply(self, messages: Sequence[Mapping[str, Any]]) -> FakeReply:
+    def _next_reply(self, messages: Sequence[Mapping[str, Any]], *, retry: bool = False) -> FakeReply:
         # Lane messages (KNOWN FACTS, rules) may follow the raw turns: look at the last turn message.
         turn_roles = [m.get("role") for m in messages if m.get("role") in ("user", "assistant", "tool")]
-        if not turn_roles or turn_roles[-1] != "tool":
+        if not retry and (not turn_roles or turn_roles[-1] != "tool"):
             self._turn += 1
             self._step = 0
         replies = self._script.get(self._turn, [])
@@ -119,8 +124,11 @@ class FakeLLM(LLMService):
 
     async def _respond(self, context: LLMContext) -> None:
         messages = [dict(m) for m in context.get_messages() if isinstance(m, dict)]
+        retry = bool(self.received) and self._turn > 0 and messages == self.received[-1]
         self.received.append(messages)
-        reply = self._next_reply(messages)
+        reply = self._next_reply(messages, retry=retry)
+        if reply.delay > 0:
+            await asyncio.sleep(reply.delay)
         if reply.hang:
             await asyncio.Event().wait()  # until the call is cancelled
         if reply.error is not None:
@@ -129,6 +137,8 @@ class FakeLLM(LLMService):
         await self.push_frame(LLMFullResponseStartFrame())
         if reply.text:
             await self.push_frame(LLMTextFrame(reply.text))
+        if reply.hang_after_text:
+            await asyncio.Event().wait()
         if reply.tool_calls:
             await self.run_function_calls([
                 FunctionCallFromLLM(function_name=call.name, tool_call_id=f"fake-{next(self._call_ids)}",

@@ -74,9 +74,14 @@ async def run_text_call(
         before_user: Extra processors before the user aggregator (e.g. retrieval).
         on_turn: Called with each completed turn's number.
 
+    A failing LLM does not end the call: the pipeline's LLM watchdog retries, then answers the caller
+    itself, and the call goes on; each failure is in ``session.llm_failures`` and in the recorder's
+    ``errors`` (a simulation counts such a call as failed).
+
     Raises:
         TurnTimeout: a turn did not complete within ``turn_timeout`` seconds.
-        CallFailed: the pipeline reported an error (needs ``recorder``, whose observer sees it).
+        CallFailed: a processor other than the LLM reported an error (needs ``recorder``, whose observer
+            sees it).
     """
     call = build_call_pipeline(session, llm, before_user=before_user)
     completed = asyncio.Event()

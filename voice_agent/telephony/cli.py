@@ -45,14 +45,23 @@ def serve_command(
                                  "and Twilio signatures).")
     ] = None,
     production: Annotated[
-        bool, typer.Option("--production", help="Reject unsigned webhooks; needs TWILIO_AUTH_TOKEN and --public-url.")
+        bool, typer.Option("--production", help="Reject unsigned webhooks (also VOICE_AGENT_PRODUCTION=1); needs "
+                           "--public-url and TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY or PLIVO_AUTH_TOKEN.")
     ] = False,
     max_calls: Annotated[int, typer.Option("--max-calls", help="Concurrent calls; more are turned away politely.")] = 4,
     stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
     transcripts: Annotated[
-        Path | None, typer.Option("--transcripts", help="Write each call's transcript (JSON) here.")
+        Path | None, typer.Option("--transcripts", help="Write each call's record here (mode 0600): <call>.jsonl "
+                                  "appended as the call happens, <call>.json at its end.")
     ] = None,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="SIGTERM: seconds calls may take.")] = 30.0,
+    retention_days: Annotated[
+        float, typer.Option("--transcript-retention-days", help="Delete records older than this many days, at "
+                            "start-up and daily (0: keep forever).")
+    ] = 30.0,
+    drain_timeout: Annotated[
+        float, typer.Option("--drain-timeout", help="SIGTERM: seconds active calls may take to finish; calls still "
+                            "running then hear a goodbye and are ended.")
+    ] = 300.0,
     knowledge: Annotated[
         bool, typer.Option("--knowledge/--no-knowledge", help="Retrieve from config/knowledge for each caller turn.")
     ] = True,
@@ -81,6 +90,8 @@ def serve_command(
         production=production or os.environ.get("VOICE_AGENT_PRODUCTION") == "1",
         credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=_stack("serve", stack),
         transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge,
+        transcript_retention_days=None if retention_days == 0 else retention_days,
+        calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None,
     )
     try:
         config.validate()
@@ -88,7 +99,7 @@ def serve_command(
     except (ConfigError, AudioModelError) as exc:
         _fail("serve", str(exc))
     except OSError as exc:
-        _fail("serve", f"cannot listen on {host}:{port}: {exc}")
+        _fail("serve", f"cannot start: {exc}")
     finally:
         telemetry.shutdown()
 

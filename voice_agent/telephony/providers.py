@@ -141,14 +141,16 @@ class HangupCredentials:
         twilio_auth_token: ``TWILIO_AUTH_TOKEN`` (also validates webhook signatures).
         twilio_base_url: Another Twilio-compatible REST root (tests, self-hosted).
         telnyx_api_key: ``TELNYX_API_KEY``.
+        telnyx_public_key: ``TELNYX_PUBLIC_KEY``, base64: verifies Telnyx's Ed25519 webhook signatures.
         plivo_auth_id: ``PLIVO_AUTH_ID``.
-        plivo_auth_token: ``PLIVO_AUTH_TOKEN``.
+        plivo_auth_token: ``PLIVO_AUTH_TOKEN`` (also validates Plivo's V3 webhook signatures).
     """
 
     twilio_account_sid: str | None = None
     twilio_auth_token: str | None = None
     twilio_base_url: str | None = None
     telnyx_api_key: str | None = None
+    telnyx_public_key: str | None = None
     plivo_auth_id: str | None = None
     plivo_auth_token: str | None = None
 
@@ -161,6 +163,7 @@ class HangupCredentials:
             twilio_auth_token=env.get("TWILIO_AUTH_TOKEN") or None,
             twilio_base_url=env.get("TWILIO_API_BASE_URL") or None,
             telnyx_api_key=env.get("TELNYX_API_KEY") or None,
+            telnyx_public_key=env.get("TELNYX_PUBLIC_KEY") or None,
             plivo_auth_id=env.get("PLIVO_AUTH_ID") or None,
             plivo_auth_token=env.get("PLIVO_AUTH_TOKEN") or None,
         )

@@ -1,9 +1,12 @@
 """The telephony bridge: a FastAPI app that answers provider webhooks and runs one pipeline per call.
 
-- ``POST /voice``: the provider's voice webhook. Twilio requests are checked against
-  ``X-Twilio-Signature`` when an auth token is configured (always in production). The answer
-  connects the call to ``/ws`` with a one-time stream token, or, at capacity or while draining,
-  says sorry and hangs up.
+- ``POST /voice``: the provider's voice webhook (:mod:`voice_agent.telephony.webhooks`). The body is
+  streamed and cut at ``webhook_max_bytes`` (413) before anything else; requests are then verified
+  with the provider's signature when its credential is set (always in production): Twilio
+  ``X-Twilio-Signature`` (``TWILIO_AUTH_TOKEN``), Telnyx Ed25519 (``TELNYX_PUBLIC_KEY``), Plivo V3
+  (``PLIVO_AUTH_TOKEN``). Without one (development mode) webhooks are rate-limited per client and
+  overall (429). The answer connects the call to ``/ws`` with a one-time stream token (a short
+  reservation, see :class:`CallRegistry`), or, at capacity or while draining, says sorry and hangs up.
 - ``WS /ws``: the media stream. The handshake must arrive within a deadline and carry a valid
   token (Twilio ``customParameters`` or a ``token`` query parameter); every later message is
   validated (:mod:`voice_agent.telephony.bridge`). Each call gets its own session, services and
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import json
 import secrets
@@ -35,7 +39,7 @@ import uvicorn
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response
 from loguru import logger
-from pipecat.frames.frames import EndFrame
+from pipecat.frames.frames import EndFrame, TTSSpeakFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -50,7 +54,21 @@ from voice_agent.recording.observer import RecorderObserver
 from voice_agent.recording.record import CallRecorder
 from voice_agent.retrieval.index import shared_index
 from voice_agent.session import CallSession
-from voice_agent.telephony.bridge import GuardedSerializer, GuardedWebSocket
+from voice_agent.telephony.bridge import (
+    CLOSE_CODES,
+    FRAME_TOO_LARGE,
+    EndReason,
+    GuardedSerializer,
+    GuardedWebSocket,
+    PolicyWebSocketProtocol,
+)
+from voice_agent.telephony.journal import (
+    CallJournal,
+    JournalObserver,
+    ensure_record_dir,
+    prune_records,
+    write_private,
+)
 from voice_agent.telephony.providers import (
     HandshakeError,
     HangupCredentials,
@@ -61,7 +79,18 @@ from voice_agent.telephony.providers import (
     parse_start,
     stream_instruction,
 )
-from voice_agent.telephony.twilio import SIGNATURE_HEADER, validate_signature
+from voice_agent.telephony.signatures import DEFAULT_TOLERANCE_SECS
+from voice_agent.telephony.webhooks import (
+    CREDENTIAL_VARIABLES,
+    UNSIGNED_OVERALL,
+    UNSIGNED_PER_CLIENT,
+    RateLimit,
+    RefusalLog,
+    WebhookBodyError,
+    WebhookRateLimiter,
+    read_capped_body,
+    webhook_verifier,
+)
 
 PIPELINE_IN_RATE = 16000
 """The pipeline hears 16 kHz (the serializer resamples the 8 kHz stream)."""
@@ -74,6 +103,15 @@ MAX_WEBHOOK_BYTES = 65536
 
 _MAX_PRESTART_MESSAGES = 8
 _KEEP_ENDED = 200
+
+GOODBYE_LINE = "I'm sorry, this line has to close now. Please call back in a few minutes. Goodbye."
+"""What a call still running at the end of the drain limit hears before it is ended."""
+
+MIN_CALLS_TOKEN = 16
+"""Shortest ``VOICE_AGENT_CALLS_TOKEN`` accepted."""
+
+PRUNE_INTERVAL_SECS = 86400.0
+"""How often old call records are deleted."""
 
 
 class ConfigError(ValueError):
@@ -90,19 +128,33 @@ class ServerConfig:
         provider: Which provider's webhooks and streams this server speaks.
         public_url: The public base URL (``https://agent.example.com``) for stream URLs and signatures;
             taken from each request when unset.
-        production: Refuse unsigned webhooks (needs the provider's auth token) and require ``public_url``.
-        credentials: Provider REST credentials (signatures, optional hang-up).
-        max_calls: Concurrent calls (reserved by a webhook or streaming); more are turned away.
-        token_ttl_secs: How long a stream token issued by the webhook stays valid.
+        production: Refuse unsigned webhooks (needs the provider's webhook credential: ``TWILIO_AUTH_TOKEN``,
+            ``TELNYX_PUBLIC_KEY`` or ``PLIVO_AUTH_TOKEN``) and require ``public_url``.
+        credentials: Provider credentials (webhook signatures, optional hang-up).
+        max_calls: Concurrent calls (reserved by a webhook or streaming); more are turned away. A
+            reservation's slot can be taken over (see :class:`CallRegistry`), a streaming call's cannot.
+        token_ttl_secs: How long a webhook reservation (and its stream token) waits for the stream.
+        reservation_grace_secs: How long a reservation is safe from being taken over by a newer webhook.
+        webhook_max_bytes: Larger webhook bodies are refused (413) without being read further.
+        webhook_read_timeout_secs: A webhook body that takes longer to arrive is refused (408).
+        signature_tolerance_secs: Telnyx: largest distance between the signed timestamp and now.
+        unsigned_per_client: Development mode (no credential): each client address's webhook rate limit.
+        unsigned_overall: Development mode: the webhook rate limit of all clients together.
         handshake_timeout_secs: Deadline for the stream's ``start`` message.
         max_message_bytes: Larger inbound messages are dropped.
-        ws_max_size: Larger WebSocket frames make the server close the connection (1009).
-        max_violations: Dropped messages after which a call is closed.
+        ws_max_size: Larger WebSocket frames make the server close the connection (1008, a violation).
+        max_violations: Dropped messages after which a call is closed (1008).
         send_timeout_secs: A send that blocks longer closes the call (slow client).
         max_call_secs: Calls are ended after this long.
         idle_timeout_secs: A call with no speech either way for this long is cancelled.
-        drain_timeout_secs: On SIGTERM, how long active calls may take to finish.
-        transcript_dir: Where each call's transcript is written at its end (kept in memory when None).
+        drain_timeout_secs: On SIGTERM, how long active calls may take to finish; calls still running
+            then hear ``goodbye_line`` and are ended (recorded as drained).
+        goodbye_line: What a call cut by the drain limit hears.
+        goodbye_timeout_secs: Longest wait for the goodbye to play before the call is cancelled.
+        transcript_dir: Where each call's record is written: ``<call_id>.jsonl`` while it runs (append-only),
+            ``<call_id>.json`` at its end (kept in memory only when None).
+        transcript_retention_days: Records older than this are deleted at start-up and daily (None: kept).
+        calls_token: Bearer token for ``GET /calls``; None turns the listing off (404).
         stack: The audio services.
         socket_send_buffer: SO_SNDBUF for call sockets (smaller: slow clients are detected sooner).
     """
@@ -114,7 +166,13 @@ class ServerConfig:
     production: bool = False
     credentials: HangupCredentials = field(default_factory=HangupCredentials)
     max_calls: int = 4
-    token_ttl_secs: float = 30.0
+    token_ttl_secs: float = 10.0
+    reservation_grace_secs: float = 3.0
+    webhook_max_bytes: int = MAX_WEBHOOK_BYTES
+    webhook_read_timeout_secs: float = 10.0
+    signature_tolerance_secs: float = DEFAULT_TOLERANCE_SECS
+    unsigned_per_client: RateLimit = UNSIGNED_PER_CLIENT
+    unsigned_overall: RateLimit = UNSIGNED_OVERALL
     handshake_timeout_secs: float = 5.0
     max_message_bytes: int = 16384
     ws_max_size: int = 65536
@@ -122,8 +180,12 @@ class ServerConfig:
     send_timeout_secs: float = 5.0
     max_call_secs: int = 3600
     idle_timeout_secs: float | None = 120.0
-    drain_timeout_secs: float = 30.0
+    drain_timeout_secs: float = 300.0
+    goodbye_line: str = GOODBYE_LINE
+    goodbye_timeout_secs: float = 15.0
     transcript_dir: Path | None = None
+    transcript_retention_days: float | None = 30.0
+    calls_token: str | None = None
     stack: AudioStack = field(default_factory=AudioStack)
     socket_send_buffer: int | None = None
     knowledge: bool = True
@@ -134,13 +196,29 @@ class ServerConfig:
         Raises:
             ConfigError: One line saying what to set.
         """
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         if self.max_calls < 1:
             raise ConfigError("--max-calls must be at least 1")
+        if self.drain_timeout_secs < 0:
+            raise ConfigError(f"--drain-timeout must be 0 or more seconds, got {self.drain_timeout_secs:g}")
+        if self.transcript_retention_days is not None and self.transcript_retention_days <= 0:
+            raise ConfigError("--transcript-retention-days must be a positive number of days (0 keeps records forever)")
+        if self.calls_token is not None and len(self.calls_token) < MIN_CALLS_TOKEN:
+            raise ConfigError(f"VOICE_AGENT_CALLS_TOKEN must be at least {MIN_CALLS_TOKEN} characters "
+                              "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        if self.webhook_max_bytes < 1024:
+            raise ConfigError("webhook_max_bytes must be at least 1024")
+        try:
+            verifier = webhook_verifier(self.provider, self.credentials, self.signature_tolerance_secs)
+        except ValueError as exc:  # a malformed TELNYX_PUBLIC_KEY
+            raise ConfigError(str(exc)) from None
         if self.production:
             if not self.public_url:
                 raise ConfigError("production mode needs --public-url (the https URL the provider calls)")
-            if self.provider is Provider.TWILIO and not self.credentials.twilio_auth_token:
-                raise ConfigError("production mode needs TWILIO_AUTH_TOKEN to validate webhook signatures")
+            if verifier is None:
+                raise ConfigError(f"production mode needs {CREDENTIAL_VARIABLES[self.provider]} to verify "
+                                  f"{self.provider.value} webhook signatures")
 
 
 @dataclass
@@ -157,7 +235,9 @@ class CallRecord:
         provider_call_id: The provider's call id.
         started: When the stream started (wall clock, epoch seconds).
         ended: When the call ended (wall clock).
-        reason: Why the call ended.
+        reason: Why the call ended, in words.
+        end: How it ended: hung up, idle, time limit, server error, drained, violation, slow client or ended
+            (:class:`~voice_agent.telephony.bridge.EndReason`).
         violations: Dropped inbound messages by kind.
         marks: Mark acknowledgements received.
         dtmf: Keys pressed.
@@ -177,6 +257,7 @@ class CallRecord:
     started: float | None = None
     ended: float | None = None
     reason: str = ""
+    end: str = ""
     violations: dict[str, int] = field(default_factory=dict)
     marks: int = 0
     dtmf: list[str] = field(default_factory=list)
@@ -195,7 +276,7 @@ class CallRecord:
         """Metadata only: no caller words, no identifiers."""
         return {
             "call_id": self.call_id, "provider": self.provider.value, "state": self.state,
-            "started": self.started, "ended": self.ended, "reason": self.reason,
+            "started": self.started, "ended": self.ended, "reason": self.reason, "end": self.end,
             "violations": dict(self.violations), "marks": self.marks, "dtmf_count": len(self.dtmf),
             "transcript_entries": len(self.transcript_lines()), "config": self.extra.get("config"),
         }
@@ -204,18 +285,38 @@ class CallRecord:
 class CallRegistry:
     """Reservations, active calls and recently ended calls.
 
+    The slot rule (a webhook needs no caller, a stream does, so the two do not count alike):
+
+    - ``max_calls`` slots, each held by a streaming call or by a reservation (a webhook answered with
+      a stream token). A streaming call keeps its slot until it ends.
+    - A reservation is short: it lapses after ``token_ttl`` seconds (10 by default) if no stream
+      claims its token.
+    - One provider call, one reservation: a repeated webhook with the same provider call id
+      (``CallSid``, ``CallControlId``, ``CallUUID``) gets the same record back (same call id, same
+      token, same deadline), never a second slot. A call id that already streamed is not served again.
+    - When every slot is taken, a new webhook takes over the oldest reservation that has waited longer
+      than ``grace`` seconds (a real caller's stream connects within a second or two); that
+      reservation's token stops working. Only when every slot is streaming, or every reservation is
+      younger than ``grace``, is the caller told the line is busy.
+
+    So webhooks alone (unsigned ones in development mode, replayed signed ones) can hold a slot for
+    ``grace`` seconds at most against a newer caller, and never a streaming call's.
+
     Args:
         max_calls: Reserved plus active calls allowed at once.
         token_ttl: Seconds a reservation waits for its stream.
+        grace: Seconds a reservation is safe from being taken over by a newer webhook.
     """
 
-    def __init__(self, max_calls: int, token_ttl: float) -> None:
+    def __init__(self, max_calls: int, token_ttl: float, grace: float = 3.0) -> None:
         self.max_calls = max_calls
         self.token_ttl = token_ttl
+        self.grace = grace
         self._records: OrderedDict[str, CallRecord] = OrderedDict()
         self._by_token: dict[str, str] = {}
         self._counter = itertools.count(1)
         self.refused = 0
+        self.evicted = 0
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -226,8 +327,13 @@ class CallRegistry:
                 record.ended = time.time()
                 self._by_token.pop(record.token, None)
         ended = [k for k, r in self._records.items() if r.state == "ended"]
-        for key in ended[: max(0, len(ended) - _KEEP_ENDED)]:
-            self._records.pop(key, None)
+        excess = len(ended) - _KEEP_ENDED
+        if excess > 0:
+            # Reservations that never streamed go first: a flood of webhooks cannot push real calls out.
+            never = [k for k in ended if self._records[k].started is None]
+            streamed = [k for k in ended if self._records[k].started is not None]
+            for key in (never + streamed)[:excess]:
+                self._records.pop(key, None)
 
     @property
     def busy(self) -> int:
@@ -241,10 +347,31 @@ class CallRegistry:
         return [r for r in self._records.values() if r.state == "active"]
 
     def reserve(self, provider: Provider, provider_call_id: str | None) -> CallRecord | None:
-        """A new reservation with a fresh token, or None when the server is full."""
+        """The call's reservation (an existing one for a repeated webhook), or None when it gets none.
+
+        See the class docstring for the rule.
+        """
+        self._expire()
+        if provider_call_id:
+            for known in self._records.values():
+                if known.provider is not provider or known.provider_call_id != provider_call_id:
+                    continue
+                if known.state == "reserved":
+                    return known
+                if known.started is not None:  # streaming or streamed: one slot per call, once
+                    self.refused += 1
+                    return None
         if self.busy >= self.max_calls:
-            self.refused += 1
-            return None
+            now = time.monotonic()
+            stale = next((r for r in self._records.values()
+                          if r.state == "reserved" and now - r.created >= self.grace), None)
+            if stale is None:
+                self.refused += 1
+                return None
+            stale.state, stale.ended = "ended", time.time()
+            stale.reason = "reservation taken over by a newer call (stream never connected)"
+            self._by_token.pop(stale.token, None)
+            self.evicted += 1
         token = secrets.token_urlsafe(24)
         call_id = f"call-{next(self._counter)}-{secrets.token_hex(3)}"
         record = CallRecord(call_id, provider, token, expires=time.monotonic() + self.token_ttl,
@@ -285,7 +412,26 @@ class _LiveCall:
     record: CallRecord
     worker: PipelineWorker | None = None
     recorder: CallRecorder | None = None
+    journal: CallJournal | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
+    """Records why the call ended; the first cause wins."""
+    if not record.reason:
+        record.reason = reason
+    if not record.end:
+        record.end = end.value
+
+
+def _close_code(record: CallRecord) -> tuple[int, str]:
+    """The WebSocket close code and reason for how the call ended."""
+    try:
+        code = CLOSE_CODES[EndReason(record.end)]
+    except ValueError:
+        code = 1000
+    reason = (record.reason or "call ended").encode("utf-8")[:120].decode("utf-8", "ignore")
+    return code, reason
 
 
 class VoiceBridge:
@@ -300,13 +446,19 @@ class VoiceBridge:
         config.validate()
         self.config = config
         self.factory = call_factory
-        self.registry = CallRegistry(config.max_calls, config.token_ttl_secs)
+        self.registry = CallRegistry(config.max_calls, config.token_ttl_secs, config.reservation_grace_secs)
         self.draining = False
         self.ready = False
         self.calls_started = 0
         self._live: dict[str, _LiveCall] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._unsigned_logged = False
+        self.verifier = webhook_verifier(config.provider, config.credentials, config.signature_tolerance_secs)
+        self.unsigned_limiter = WebhookRateLimiter(config.unsigned_per_client, config.unsigned_overall)
+        self.webhook_log = RefusalLog()
+        if self.verifier is None:
+            logger.warning("webhooks: {} is not set, {} webhook signatures are not checked (development mode: "
+                           "unsigned webhooks are rate-limited; --production requires signatures)",
+                           CREDENTIAL_VARIABLES[config.provider], config.provider.value)
         self.app = self._build_app()
 
     # --- app -------------------------------------------------------------------------------------------------------
@@ -331,7 +483,15 @@ class VoiceBridge:
         body = {"status": state, "calls": busy, "max_calls": self.config.max_calls}
         return JSONResponse(body, status_code=200 if state == "ready" else 503)
 
-    async def _calls(self) -> JSONResponse:
+    async def _calls(self, request: Request) -> JSONResponse:
+        # Off unless a token is configured: call metadata is nobody else's business.
+        token = self.config.calls_token
+        if not token:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+            return JSONResponse({"detail": "a bearer token is required"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
         return JSONResponse({"calls": [r.summary() for r in self.registry.all()], "refused": self.registry.refused})
 
     def _public_url(self, request: Request) -> str:
@@ -348,32 +508,44 @@ class VoiceBridge:
         return urlunsplit((scheme, parts.netloc, "/ws", "", ""))
 
     async def _voice(self, request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_WEBHOOK_BYTES:
-            return Response("request too large", status_code=413)
-        try:
-            params = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
-        except UnicodeDecodeError:
-            return Response("bad request", status_code=400)
+        """The voice webhook: rate limit (unsigned only), capped read, signature, then a reservation.
+
+        Nothing is parsed or verified before the body is known to fit ``webhook_max_bytes``; refusals
+        that leave the body unread close the connection, so the rest of it is never received.
+        """
         provider = self.config.provider
-        if provider is Provider.TWILIO:
-            token = self.config.credentials.twilio_auth_token
-            if token:
-                signature = request.headers.get(SIGNATURE_HEADER)
-                if not validate_signature(token, self._public_url(request), params, signature):
-                    logger.warning("webhook: rejected a request with a {} Twilio signature",
-                                   "missing" if not signature else "invalid")
-                    return Response("invalid signature", status_code=403)
-            elif self.config.production:
+        if self.verifier is None:
+            if self.config.production:  # validate() refuses this; kept as the last line of defence
                 return Response("signature validation not configured", status_code=403)
-            elif not self._unsigned_logged:
-                self._unsigned_logged = True
-                logger.warning("webhook: TWILIO_AUTH_TOKEN is not set, signatures are not checked (development mode)")
+            client = request.client.host if request.client else "unknown"
+            if not self.unsigned_limiter.allow(client):
+                self.webhook_log.note("rate limited (unsigned)")
+                return Response("too many requests", status_code=429,
+                                headers={"Retry-After": "1", "Connection": "close"})
+        try:
+            body = await read_capped_body(request, self.config.webhook_max_bytes,
+                                          self.config.webhook_read_timeout_secs)
+        except WebhookBodyError as exc:
+            self.webhook_log.note(str(exc))
+            return Response(str(exc), status_code=exc.status, headers={"Connection": "close"})
+        try:
+            params = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=200)
+        except (UnicodeDecodeError, ValueError):
+            return Response("bad request", status_code=400)
+        if self.verifier is not None:
+            problem = self.verifier.problem(self._public_url(request), request.headers, body, params)
+            if problem is not None:
+                self.webhook_log.note(f"{problem} ({provider.value})")
+                return Response("invalid signature", status_code=403)
         fields = dict(params)
         provider_call_id = fields.get("CallSid") or fields.get("CallControlId") or fields.get("CallUUID")
+        if not provider_call_id or len(provider_call_id) > 128 or not provider_call_id.isprintable():
+            self.webhook_log.note("no valid call id")
+            return Response("missing or invalid call id (CallSid, CallControlId or CallUUID)", status_code=400)
         record = None if self.draining else self.registry.reserve(provider, provider_call_id)
         if record is None:
-            logger.info("webhook: call turned away ({})", "draining" if self.draining else "at capacity")
+            logger.info("webhook: call turned away ({})",
+                        "draining" if self.draining else "at capacity, or that call id has already streamed")
             text, media = busy_instruction(provider)
             return Response(text, media_type=media)
         text, media = stream_instruction(provider, self._stream_url(request),
@@ -462,16 +634,17 @@ class VoiceBridge:
                 f"set-up failed ({type(exc).__name__})"
             )
             logger.exception("call {}: set-up failed", call_id)
+            record.end = EndReason.SERVER_ERROR
             self._finish(record, None)
             await _close(websocket, 1011, "call set-up failed")
             return
         record.session = parts.session
         record.extra.update(parts.extra)
         record.extra["config"] = parts.session.describe()
+        live.journal = self._open_journal(record)
 
-        async def close_call(reason: str) -> None:
-            if not record.reason:
-                record.reason = reason
+        async def close_call(reason: str, end: EndReason) -> None:
+            _end_as(record, reason, end)
             logger.info("call {}: closing ({})", call_id, reason)
             if live.worker is not None and not live.worker.has_finished():
                 task = asyncio.get_running_loop().create_task(live.worker.cancel(reason=reason))
@@ -486,15 +659,14 @@ class VoiceBridge:
                 call_id=call_id,
             )
             guarded_ws = GuardedWebSocket(websocket, close_call, send_timeout=self.config.send_timeout_secs,
-                                          call_id=call_id)
+                                          call_id=call_id, close_code=lambda: _close_code(record))
             worker = self._build_worker(guarded_ws, serializer, parts, audio, close_call, live)
             runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
             await runner.add_workers(worker)
             await runner.run()
-            if not record.reason:
-                record.reason = "ended"
+            _end_as(record, "ended", EndReason.ENDED)
         except Exception as exc:  # isolate: log, record, close this call only
-            record.reason = record.reason or f"pipeline error ({type(exc).__name__})"
+            _end_as(record, f"pipeline error ({type(exc).__name__})", EndReason.SERVER_ERROR)
             logger.exception("call {}: pipeline failed", call_id)
         finally:
             with contextlib.suppress(Exception):
@@ -504,8 +676,22 @@ class VoiceBridge:
                     record.violations[kind] = record.violations.get(kind, 0) + count
                 record.marks = len(serializer.marks)
                 record.dtmf = list(serializer.dtmf)
-            self._finish(record, parts.session, live.recorder)
-            await _close(websocket, 1000, "call ended")
+            self._finish(record, parts.session, live.recorder, live.journal)
+            await _close(websocket, *_close_code(record))
+
+    def _open_journal(self, record: CallRecord) -> CallJournal | None:
+        """The call's append-only record file, with its opening line (None without a transcript directory)."""
+        if self.config.transcript_dir is None:
+            return None
+        try:
+            journal = CallJournal.open(Path(self.config.transcript_dir), record.call_id)
+        except OSError as exc:
+            logger.error("call {}: no record file ({}); the call goes on", record.call_id, exc)
+            return None
+        journal.write("call", call_id=record.call_id, provider=record.provider.value,
+                      provider_call_id=record.provider_call_id, started=record.started,
+                      config=record.extra.get("config"))
+        return journal
 
     def _build_parts(self, call_id: str) -> tuple[CallParts, Any]:
         parts = self.factory(call_id)
@@ -514,7 +700,7 @@ class VoiceBridge:
 
     def _build_worker(
         self, guarded_ws: GuardedWebSocket, serializer: GuardedSerializer, parts: CallParts, audio: Any,
-        close_call: Callable[[str], Awaitable[None]], live: _LiveCall,
+        close_call: Callable[[str, EndReason], Awaitable[None]], live: _LiveCall,
     ) -> PipelineWorker:
         from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
@@ -527,12 +713,22 @@ class VoiceBridge:
         )
 
         async def on_disconnected(_transport: Any, _ws: Any) -> None:
-            await close_call("caller hung up" if serializer.stopped else "client disconnected")
+            code, why = guarded_ws.disconnect or (1005, "")
+            if serializer.stopped:
+                await close_call("caller hung up (stop)", EndReason.HUNG_UP)
+            elif code == 1008 and why.startswith(FRAME_TOO_LARGE):  # uvicorn's frame cap (PolicyWebSocketProtocol)
+                await close_call(f"{FRAME_TOO_LARGE} (over {self.config.ws_max_size} bytes)", EndReason.VIOLATION)
+            else:
+                await close_call("client disconnected", EndReason.HUNG_UP)
 
         async def on_timeout(_transport: Any, _ws: Any) -> None:
-            live.record.reason = live.record.reason or f"call exceeded {self.config.max_call_secs} s"
+            _end_as(live.record, f"call exceeded {self.config.max_call_secs} s", EndReason.TIME_LIMIT)
             if live.worker is not None:
                 await live.worker.queue_frame(EndFrame())
+
+        async def on_idle(_worker: Any) -> None:
+            _end_as(live.record, f"idle (nothing said either way for {self.config.idle_timeout_secs:g} s)",
+                    EndReason.IDLE)
 
         transport.add_event_handler("on_client_disconnected", on_disconnected)
         transport.add_event_handler("on_session_timeout", on_timeout)
@@ -551,19 +747,35 @@ class VoiceBridge:
         # The operator's per-turn record (latency, tools run, what was heard), observed from outside the call.
         recorder = CallRecorder(session)
         live.recorder = recorder
+        observers: list[Any] = [RecorderObserver(recorder, call.llm, call.output_guard)]
+        journal = live.journal
+        if journal is not None:
+            # The record file follows the transcript lane as it grows, and is forced to disk per turn.
+            transcript = session.state.transcript
+            observers.append(JournalObserver(journal, transcript))
+
+            async def on_turn_completed(_processor: Any, turn: int) -> None:
+                journal.turn_completed(turn, transcript)
+
+            call.turn_log.add_event_handler("on_turn_completed", on_turn_completed)
         worker = PipelineWorker(
             call.pipeline,
             params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
             enable_rtvi=False, idle_timeout_secs=self.config.idle_timeout_secs, cancel_runner_on_idle_timeout=False,
             enable_turn_tracking=False, check_dangling_tasks=False, conversation_id=live.record.call_id,
-            observers=[RecorderObserver(recorder, call.llm, call.output_guard)],
+            observers=observers,
         )
+        worker.add_event_handler("on_idle_timeout", on_idle)
         live.worker = worker
         return worker
 
-    def _finish(self, record: CallRecord, session: CallSession | None, recorder: CallRecorder | None = None) -> None:
+    def _finish(
+        self, record: CallRecord, session: CallSession | None, recorder: CallRecorder | None = None,
+        journal: CallJournal | None = None,
+    ) -> None:
         record.state = "ended"
         record.ended = time.time()
+        _end_as(record, "ended", EndReason.ENDED)
         if session is not None:
             record.transcript = [e.render() for e in session.state.transcript]
         if recorder is not None:
@@ -575,12 +787,15 @@ class VoiceBridge:
             ]
         record.session = None
         logger.info("call {}: ended ({}); {} transcript entries", record.call_id, record.reason, len(record.transcript))
+        if journal is not None:
+            if session is not None:
+                journal.sync(session.state.transcript)  # what the end of the call added (cancelled tools)
+            journal.close({**record.summary(), "turns": record.turns})
         if self.config.transcript_dir is not None:
             try:
-                path = Path(self.config.transcript_dir) / f"{record.call_id}.json"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps({**record.summary(), "transcript": record.transcript, "turns": record.turns},
-                                           indent=2, default=str), encoding="utf-8")
+                path = ensure_record_dir(Path(self.config.transcript_dir)) / f"{record.call_id}.json"
+                write_private(path, json.dumps({**record.summary(), "transcript": record.transcript,
+                                                "turns": record.turns}, indent=2, default=str))
             except OSError as exc:
                 logger.error("call {}: transcript not written: {}", record.call_id, exc)
 
@@ -607,26 +822,64 @@ class VoiceBridge:
     # --- draining --------------------------------------------------------------------------------------------------
 
     async def drain(self, timeout: float | None = None) -> int:
-        """Stops taking calls, waits for active calls to end, then cancels what is left.
+        """Stops taking calls and waits for active calls to end; calls still running when the limit
+        is reached hear the goodbye line, then end (recorded as drained).
 
         Returns:
-            The number of calls that had to be cancelled.
+            The number of calls the limit cut short.
         """
         self.draining = True
         limit = self.config.drain_timeout_secs if timeout is None else timeout
         live = list(self._live.values())
         logger.info("draining: {} active call(s), waiting up to {:.0f} s", len(live), limit)
-        if live:
-            await asyncio.wait([asyncio.ensure_future(c.done.wait()) for c in live], timeout=limit)
+        await _wait_done(live, limit)
         left = [c for c in self._live.values() if not c.done.is_set()]
-        for call in left:
-            call.record.reason = call.record.reason or "server shutdown (drain timeout)"
-            if call.worker is not None:
-                await call.worker.cancel(reason="server shutdown")
         if left:
-            await asyncio.wait([asyncio.ensure_future(c.done.wait()) for c in left], timeout=10)
-        logger.info("draining done; {} call(s) cancelled", len(left))
+            logger.warning("drain limit ({:.0f} s) reached: saying goodbye to {} call(s)", limit, len(left))
+            await asyncio.gather(*(self._say_goodbye(c) for c in left))
+        logger.info("draining done; {} call(s) cut short", len(left))
         return len(left)
+
+    async def _say_goodbye(self, call: _LiveCall) -> None:
+        """Queues the goodbye line and the end of the call behind it; cancels the call if it does not end."""
+        _end_as(call.record, "server shutdown (drain timeout)", EndReason.DRAINED)
+        worker = call.worker
+        if worker is not None and not worker.has_finished():
+            if call.journal is not None:
+                call.journal.write("event", event="goodbye", text=self.config.goodbye_line)
+            # Frames queued in order: the TTS speaks the line, the output plays it out in real time, and only
+            # then does the EndFrame stop the transport and close the socket (1001).
+            await worker.queue_frames([TTSSpeakFrame(self.config.goodbye_line), EndFrame()])
+            await _wait_done([call], self.config.goodbye_timeout_secs)
+            if not call.done.is_set() and not worker.has_finished():
+                logger.warning("call {}: goodbye did not finish in {:.0f} s, cancelling", call.record.call_id,
+                               self.config.goodbye_timeout_secs)
+                await worker.cancel(reason="server shutdown")
+        await _wait_done([call], 10)
+
+    async def housekeeping(self) -> None:
+        """Deletes call records past the retention period now and then daily (runs until cancelled)."""
+        directory, days = self.config.transcript_dir, self.config.transcript_retention_days
+        if directory is None or days is None:
+            return
+        while True:
+            try:
+                await asyncio.to_thread(prune_records, Path(directory), days)
+            except OSError as exc:
+                logger.error("transcripts: retention pass failed: {}", exc)
+            await asyncio.sleep(PRUNE_INTERVAL_SECS)
+
+
+async def _wait_done(calls: list[_LiveCall], timeout: float) -> None:
+    """Waits up to ``timeout`` seconds for ``calls`` to end."""
+    waiters = [asyncio.ensure_future(c.done.wait()) for c in calls if not c.done.is_set()]
+    if not waiters:
+        return
+    try:
+        await asyncio.wait(waiters, timeout=timeout)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
@@ -661,9 +914,15 @@ class DrainingServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        """Serves until drained."""
+        """Serves until drained (old call records are deleted meanwhile, daily)."""
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        housekeeping = self._loop.create_task(self.bridge.housekeeping())
+        try:
+            await super().serve(sockets)
+        finally:
+            housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await housekeeping
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """First signal: drain; second: exit now."""
@@ -690,8 +949,23 @@ def uvicorn_config(bridge: VoiceBridge) -> uvicorn.Config:
     """uvicorn settings for the bridge (frame size cap, quiet logs, no lifespan)."""
     return uvicorn.Config(
         bridge.app, ws_max_size=bridge.config.ws_max_size, lifespan="off", log_level="warning",
-        ws="websockets-sansio", timeout_graceful_shutdown=5, access_log=False,
+        ws=PolicyWebSocketProtocol, timeout_graceful_shutdown=5, access_log=False,
     )
+
+
+def listen(config: ServerConfig) -> socket.socket:
+    """The bridge's listening socket.
+
+    Raises:
+        ConfigError: The address cannot be bound (port in use, no such interface), in one line.
+    """
+    try:
+        return bind_socket(config.host, config.port, config.socket_send_buffer)
+    except (OSError, OverflowError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        hint = " (another process is listening there; pick another --port)" if isinstance(exc, OSError) and (
+            exc.errno == errno.EADDRINUSE) else ""
+        raise ConfigError(f"cannot listen on {config.host}:{config.port}: {why}{hint}") from None
 
 
 async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: asyncio.Event | None = None) -> None:
@@ -701,9 +975,19 @@ async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: async
         ConfigError: Bad configuration.
         AudioModelError: A model of the audio stack is missing.
     """
-    bridge = VoiceBridge(config, call_factory)
-    await asyncio.to_thread(bridge.warm_up)
-    sock = bind_socket(config.host, config.port, config.socket_send_buffer)
+    config.validate()
+    if config.transcript_dir is not None:
+        try:
+            ensure_record_dir(Path(config.transcript_dir))
+        except OSError as exc:
+            raise ConfigError(f"--transcripts {config.transcript_dir}: {exc.strerror or exc}") from None
+    sock = listen(config)  # a port in use fails now, before anything else starts or the models load
+    try:
+        bridge = VoiceBridge(config, call_factory)
+        await asyncio.to_thread(bridge.warm_up)
+    except BaseException:
+        sock.close()
+        raise
     server = DrainingServer(uvicorn_config(bridge), bridge)
     logger.info("bridge listening on {}:{} ({}, {} calls max)", config.host, sock.getsockname()[1],
                 config.provider.value, config.max_calls)
@@ -721,7 +1005,7 @@ async def running_bridge(config: ServerConfig, call_factory: CallFactory) -> Asy
     """
     bridge = VoiceBridge(config, call_factory)
     await asyncio.to_thread(bridge.warm_up)
-    sock = bind_socket(config.host, config.port, config.socket_send_buffer)
+    sock = listen(config)
     port = sock.getsockname()[1]
     server = DrainingServer(uvicorn_config(bridge), bridge)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -1,0 +1,218 @@
+"""Each call's record on disk, written while the call happens, so a crash loses nothing already done.
+
+``<dir>/<call_id>.jsonl`` is an append-only JSON Lines journal, one object per line:
+
+- ``{"type": "call", ...}``: the call opened (id, provider, start time, the call's configuration);
+- ``{"type": "entry", ...}``: one transcript lane entry (caller words, agent words as heard, a tool
+  call, a tool result with its outcome), written as soon as the lane holds it;
+- ``{"type": "turn", ...}``: the agent finished its answer to a turn (tools that completed in it);
+- ``{"type": "event", ...}``: something the server did to the call (the drain goodbye);
+- ``{"type": "end", ...}``: the call's summary (why it ended) and its per-turn record.
+
+Every line goes to the kernel with one ``write`` as it is produced (a ``kill -9`` keeps it) and the
+file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn). The
+journal is fed from outside the call: :class:`JournalObserver` watches frame pushes and appends
+whatever the transcript lane gained since; the call itself does no file I/O.
+
+Files are created ``0600`` and the directory ``0700``; :func:`prune_records` deletes records older
+than the retention period (the server runs it at start-up and daily). A journal that cannot be
+written (disk full) logs once and stops; the call goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import stat
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from loguru import logger
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+
+from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_RECORD_NAME = re.compile(r"^\.?call-[A-Za-z0-9-]+\.(?:json|jsonl)(?:\.tmp)?$")
+"""Names the server writes (records, journals, interrupted atomic writes); nothing else is pruned."""
+
+
+def ensure_record_dir(path: Path) -> Path:
+    """Creates the record directory ``0700`` (a directory that already exists is left as it is, with a
+    warning when others can read it)."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        os.chmod(path, DIR_MODE)  # mkdir's mode is reduced by the umask
+    elif stat.S_IMODE(path.stat().st_mode) & 0o077:
+        logger.warning("transcripts: {} is readable by other users (chmod 700 it); records themselves are 0600", path)
+    return path
+
+
+def _open_private(path: Path, flags: int) -> int:
+    fd = os.open(path, flags | os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode otherwise
+    return fd
+
+
+def write_private(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` atomically, mode ``0600``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = _open_private(tmp, os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def prune_records(directory: Path, retention_days: float, now: float | None = None) -> int:
+    """Deletes the server's record files in ``directory`` last written more than ``retention_days`` ago.
+
+    Returns:
+        How many files were deleted.
+    """
+    if not directory.is_dir():
+        return 0
+    cutoff = (time.time() if now is None else now) - retention_days * 86400
+    removed = 0
+    for path in directory.iterdir():
+        if not _RECORD_NAME.match(path.name):
+            continue
+        try:
+            if path.is_file() and not path.is_symlink() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError as exc:
+            logger.warning("transcripts: cannot delete {}: {}", path.name, exc.strerror)
+    if removed:
+        logger.info("transcripts: deleted {} record file(s) older than {:g} day(s)", removed, retention_days)
+    return removed
+
+
+def entry_json(entry: TranscriptEntry) -> dict[str, Any]:
+    """A transcript entry as a journal line (the rendered line included)."""
+    line: dict[str, Any] = {"type": "entry", "index": entry.index, "turn": entry.turn, "kind": entry.kind.value}
+    if entry.kind in (EntryKind.CALLER, EntryKind.AGENT):
+        line["text"] = entry.text
+        if entry.interrupted:
+            line["interrupted"] = True
+    else:
+        line["tool"] = entry.tool_name
+        line["tool_call_id"] = entry.tool_call_id
+        if entry.kind is EntryKind.TOOL_CALL:
+            line["arguments"] = dict(entry.arguments or {})
+        else:
+            line["outcome"] = entry.outcome.value if entry.outcome is not None else None
+            line["result"] = entry.result
+    line["line"] = entry.render()
+    return line
+
+
+class CallJournal:
+    """The append-only journal of one call (see the module docstring for its lines).
+
+    Args:
+        path: The ``.jsonl`` file, created ``0600``; it must not exist yet.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.written = 0
+        """Transcript entries written so far."""
+        self._file: IO[str] | None = os.fdopen(_open_private(path, os.O_EXCL | os.O_APPEND), "a", encoding="utf-8")
+
+    @classmethod
+    def open(cls, directory: Path, call_id: str) -> CallJournal:
+        """A new journal for ``call_id`` in ``directory`` (a name left by an earlier run gets a suffix)."""
+        ensure_record_dir(directory)
+        try:
+            return cls(directory / f"{call_id}.jsonl")
+        except FileExistsError:
+            return cls(directory / f"{call_id}-{secrets.token_hex(3)}.jsonl")
+
+    @property
+    def closed(self) -> bool:
+        """Whether nothing more is written (ended, or failed)."""
+        return self._file is None
+
+    def write(self, line_type: str, /, **fields: Any) -> None:
+        """Appends one line (``type`` = ``line_type``, ``at`` = epoch seconds)."""
+        if self._file is None:
+            return
+        try:
+            self._file.write(json.dumps({"type": line_type, "at": round(time.time(), 3), **fields}, default=str) + "\n")
+            self._file.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def sync(self, transcript: TranscriptLane) -> None:
+        """Appends the entries the transcript lane gained since the last call."""
+        if self._file is None or len(transcript) <= self.written:
+            return
+        for entry in transcript.entries[self.written :]:
+            line = entry_json(entry)
+            self.write(line.pop("type"), **line)
+        self.written = len(transcript)
+
+    def turn_completed(self, turn: int, transcript: TranscriptLane) -> None:
+        """Syncs, writes the turn line and forces the file to disk."""
+        self.sync(transcript)
+        executed = [
+            e.tool_name for e in transcript.in_turns(turn, turn)
+            if e.kind is EntryKind.TOOL_RESULT and e.outcome is ToolOutcome.COMPLETED
+        ]
+        self.write("turn", turn=turn, entries=self.written, executed=executed)
+        self._fsync()
+
+    def close(self, summary: Mapping[str, Any]) -> None:
+        """Writes the end line and closes the file."""
+        self.write("end", **summary)
+        self._fsync()
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+    def _fsync(self) -> None:
+        if self._file is None:
+            return
+        try:
+            os.fsync(self._file.fileno())
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        logger.error("transcripts: journal {} not written, no more lines for this call: {}", self.path.name, exc)
+        with contextlib.suppress(OSError, ValueError):
+            if self._file is not None:
+                self._file.close()
+        self._file = None
+
+
+class JournalObserver(BaseObserver):
+    """Appends what a call's transcript lane gained to its journal at every frame push; changes nothing.
+
+    Tool calls and results, caller and agent words are entered in the lane by the call; the next
+    frame pushed anywhere in the pipeline (a tool's result frame follows its entry at once) gets them
+    on disk. The check is one ``len()`` per push.
+
+    Args:
+        journal: The call's journal.
+        transcript: The call's transcript lane.
+    """
+
+    def __init__(self, journal: CallJournal, transcript: TranscriptLane, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._journal = journal
+        self._transcript = transcript
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Writes new transcript entries, if any."""
+        if len(self._transcript) > self._journal.written:
+            self._journal.sync(self._transcript)
