@@ -143,9 +143,10 @@ class LLMWatchdog:
     def _llm_processing(self, _llm: FrameProcessor, frame: Frame) -> None:
         if isinstance(frame, LLMContextFrame):
             self._begin(frame)
-        elif isinstance(frame, InterruptionFrame | EagerEndOfTurnCancelFrame | CancelFrame):
-            if frame.id not in self._ours:
-                self._abandon()  # the caller barged in, or the turn was withdrawn: nothing failed
+        elif isinstance(frame, InterruptionFrame | EagerEndOfTurnCancelFrame | CancelFrame) and (
+            frame.id not in self._ours
+        ):
+            self._abandon()  # the caller barged in, or the turn was withdrawn: nothing failed
 
     def _llm_pushing(self, _llm: FrameProcessor, frame: Frame) -> None:
         if isinstance(frame, _RESPONSE):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,10 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdTokenIndex, IdVerdict, NearMiss, near_miss
+from tests.fakes.toy_domain import TOY
+from voice_agent.core.call_state import CallState
+from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdVerdict
+from voice_agent.core.guards.id_tokens import IdTokenIndex
 from voice_agent.core.ledger import Ledger
+from voice_agent.core.near_miss import NearMiss, near_miss
+from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
+from voice_agent.session import CallSession, SessionConfig
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 GET = ToolSpec("get_invoice", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER, role="invoice"),))
 CREDIT = ToolSpec(
@@ -368,3 +377,28 @@ def test_one_check_per_identifier_argument_present() -> None:
     checks = guard.check(spec, {"invoice_id": "INV-2026-1018", "order_id": "", "reason": "x"}, Ledger(), ())
     assert [c.argument for c in checks] == ["invoice_id"]
     assert guard.check(spec, {"invoice_id": "--", "reason": "x"}, Ledger(), ())[0].verdict is IdVerdict.UNKNOWN
+
+
+# --- running with the ledger's spelling ----------------------------------------------------------------------------
+
+
+def test_the_gate_runs_a_respaced_ledger_identifier_as_the_ledger_spells_it() -> None:
+    state = CallState()
+    state.ledger.record_from_tool("account", "ACC-4729-18", 1, "lookup_account", "account_id")
+    state.start_turn("my order is ORD 7K4M2P")
+    gate = ToolGate({t.name: t for t in (LOOKUP_ACCOUNT, LOOKUP_ORDER)}, DateGuard(dt.date(2026, 11, 30)))
+    respaced = {"account_id": "acc 4729 18", "note": "acc 4729 18"}
+    assert gate.review(state, "lookup_account", respaced).arguments_to_run(respaced) == {
+        "account_id": "ACC-4729-18", "note": "acc 4729 18",  # only the checked identifier is replaced
+    }
+    said = {"order_id": "ord 7k4m2p"}  # accepted because the caller said it: no ledger spelling to use
+    assert gate.review(state, "lookup_order", said).arguments_to_run(said) == said
+
+
+async def test_a_respaced_ledger_identifier_reaches_the_tool_and_the_harvest_verbatim() -> None:
+    session = CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30)), ExtractiveSummarizer())
+    session.state.ledger.record_from_tool("account", "ACC-1000-01", 1, "lookup_account", "account_id")
+    await session.begin_turn("credit my account please")
+    result = await session.execute_tool("issue_credit", "c1", {"account_id": "acc 1000 01"})
+    assert result == {"account_id": "ACC-1000-01", "credited": 5}
+    assert session.state.ledger.values() == {"ACC-1000-01"}  # no caller-stated copy in the model's spelling

@@ -5,18 +5,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from voice_agent.core.guards.id_guard import (
-    IdGuard,
-    IdTokenIndex,
-    IdVerdict,
-    NearMiss,
-    bounded_edit_distance,
-    caller_candidates,
-    canonical,
-    entry_tokens,
-    near_miss_kind,
-)
+from voice_agent.core.guards.caller_tokens import caller_candidates
+from voice_agent.core.guards.id_guard import IdGuard, IdVerdict
+from voice_agent.core.guards.id_tokens import IdTokenIndex, entry_tokens
 from voice_agent.core.ledger import Ledger
+from voice_agent.core.near_miss import NearMiss, bounded_edit_distance, canonical, near_miss, near_miss_kind
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptLane
 
@@ -320,3 +313,13 @@ def test_the_ledger_value_itself_is_ok_in_any_spelling(value: str) -> None:
         for tool in (LOOKUP, CHANGE):
             (check,) = guard.check(tool, {"ref": spelling}, ledger, _recent(value).entries)
             assert check.verdict is IdVerdict.OK and check.match is not None and check.match.value == value
+
+
+def test_the_token_and_near_miss_names_are_still_importable_from_the_guard_module() -> None:
+    from voice_agent.core.guards import id_guard
+
+    moved = (
+        IdTokenIndex, NearMiss, bounded_edit_distance, caller_candidates, canonical, entry_tokens, near_miss,
+        near_miss_kind,
+    )
+    assert all(getattr(id_guard, thing.__name__) is thing for thing in moved)

@@ -35,6 +35,8 @@ def turn_attributes(session: CallSession, turn: int) -> dict[str, Any]:
         "guard.verdicts": [f"{v['guard']}:{v['argument']}:{v['verdict']}" for e in events for v in e.verdicts],
         "guard.rejections": sum(1 for e in events if e.rejection is not None),
         "output_guard.blocks": [check for t, check in session.output_blocks if t == turn],
+        # Each failed LLM attempt of the turn as kind:action (the watchdog's log; the detail stays in logs).
+        "llm.failures": [f"{f.kind.value}:{f.action.value}" for f in session.llm_failures if f.turn == turn],
     }
     context = session.last_context
     if context is not None:

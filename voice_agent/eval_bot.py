@@ -92,15 +92,19 @@ class GuardedTextRTVIObserver(RTVIObserver):
 
     Args:
         rtvi: The RTVI processor that sends the messages.
-        raw_text_source: The LLM service whose text frames precede the guard.
+        raw_text_source: The processor(s) whose text frames precede the guard: the LLM service, and the
+            LLM watchdog's outlet (its recovery lines go through the guard like the LLM's words).
         params: Which messages to send.
     """
 
     def __init__(
-        self, rtvi: RTVIProcessor, *, raw_text_source: FrameProcessor, params: RTVIObserverParams | None = None
+        self, rtvi: RTVIProcessor, *, raw_text_source: FrameProcessor | Sequence[FrameProcessor],
+        params: RTVIObserverParams | None = None,
     ) -> None:
         super().__init__(rtvi, params=params)
-        self._raw_text_source = raw_text_source
+        self._raw_text_sources = (
+            (raw_text_source,) if isinstance(raw_text_source, FrameProcessor) else tuple(raw_text_source)
+        )
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Drops the LLM's pre-guard text; hands every other push to the stock observer.
@@ -108,7 +112,7 @@ class GuardedTextRTVIObserver(RTVIObserver):
         Args:
             data: The push.
         """
-        if isinstance(data.frame, LLMTextFrame) and data.source is self._raw_text_source:
+        if isinstance(data.frame, LLMTextFrame) and any(data.source is s for s in self._raw_text_sources):
             return
         await super().on_push_frame(data)
 
@@ -117,10 +121,10 @@ class GuardedTextRTVIProcessor(RTVIProcessor):
     """The RTVI processor ``PipelineWorker`` prepends, building a :class:`GuardedTextRTVIObserver`.
 
     Args:
-        raw_text_source: The LLM service whose text frames precede the output guard.
+        raw_text_source: The processor(s) whose text frames precede the output guard.
     """
 
-    def __init__(self, raw_text_source: FrameProcessor) -> None:
+    def __init__(self, raw_text_source: FrameProcessor | Sequence[FrameProcessor]) -> None:
         super().__init__()
         self._raw_text_source = raw_text_source
 
@@ -194,7 +198,7 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     worker = PipelineWorker(
         call.pipeline,
         params=PipelineParams(),
-        rtvi_processor=GuardedTextRTVIProcessor(raw_text_source=llm),
+        rtvi_processor=GuardedTextRTVIProcessor(raw_text_source=(llm, call.watchdog.outlet)),
         idle_timeout_secs=runner_args.pipeline_idle_timeout_secs,
         name=call_id,
     )

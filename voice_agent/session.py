@@ -236,8 +236,10 @@ class CallSession:
             result: dict[str, Any] = {"status": "error", "error": f"The tool {name} is not available."}
             self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
             return result
+        # A respaced or re-cased ledger identifier runs, and is harvested, as the ledger spells it.
+        run_arguments = decision.arguments_to_run(arguments)
         try:
-            result = await handler(dict(arguments), self.state)
+            result = await handler(run_arguments, self.state)
         except ToolError as exc:
             result = {"status": "error", "error": str(exc)}
             self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
@@ -249,7 +251,7 @@ class CallSession:
             self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
             return result
         self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.COMPLETED)
-        harvested = self.gate.harvest(self.state, name, arguments, result, decision)
+        harvested = self.gate.harvest(self.state, name, run_arguments, result, decision)
         if harvested is not None and harvested.errors:
             logger.warning("call {}: {} slot value(s) from {} did not fit the slot model", self.call_id,
                            len(harvested.errors), name)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 
+from voice_agent.core.near_miss import bounded_edit_distance, canonical
 from voice_agent.core.summary import EpisodeSummary
 
 _SEPARATORS = r"[\s\-_./]*"
@@ -31,26 +32,6 @@ def _pattern(value: str) -> re.Pattern[str] | None:
     return re.compile(rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def canonical(value: str) -> str:
-    """Letters and digits only, upper case: the form two spellings of one identifier share."""
-    return "".join(c for c in value if c.isalnum()).upper()
-
-
-def _distance_at_most(a: str, b: str, limit: int) -> bool:
-    """Levenshtein distance of ``a`` and ``b`` is at most ``limit`` (banded, cheap for short strings)."""
-    if abs(len(a) - len(b)) > limit:
-        return False
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
-        if min(current) > limit:
-            return False
-        previous = current
-    return previous[-1] <= limit
-
-
 def _near_miss(token: str, value: str) -> bool:
     """``token`` is a damaged copy of ``value``: one character off, or its start cut with "..."."""
     cut = token.endswith("...")
@@ -59,7 +40,10 @@ def _near_miss(token: str, value: str) -> bool:
         return False
     if cut:
         return val.startswith(tok)
-    return _distance_at_most(tok, val, 1)
+    if bounded_edit_distance(tok, val, 1) is None:
+        return False
+    # The shared distance takes an adjacent swap for one edit, but a swap changes two characters.
+    return len(tok) != len(val) or sum(a != b for a, b in zip(tok, val, strict=True)) == 1
 
 
 def _label(role: str) -> str:

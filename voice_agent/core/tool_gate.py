@@ -41,6 +41,19 @@ class GateDecision:
         """True when the tool may run."""
         return self.rejection is None
 
+    def arguments_to_run(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments the tool runs with: ``arguments``, each identifier in the ledger's verbatim form.
+
+        The ID guard accepts an identifier the model respaced or re-cased ("acc 4729 18") as the ledger
+        value it equals canonically; the backend and the harvest compare values verbatim, so they get the
+        ledger's spelling ("ACC-4729-18").
+        """
+        run = dict(arguments)
+        for check in self.id_checks:
+            if check.accepted and check.match is not None and check.match.value != check.value:
+                run[check.argument] = check.match.value
+        return run
+
     def verdicts(self) -> list[dict[str, str]]:
         """Verdicts as plain records for logs and spans (argument names, never values)."""
         out = [{"guard": "id", "argument": c.argument, "verdict": c.verdict.value} for c in self.id_checks]
@@ -60,7 +73,7 @@ class ToolGate:
 
     def __init__(self, tools: Mapping[str, ToolSpec], date_guard: DateGuard) -> None:
         self.tools = dict(tools)
-        self.id_guard = IdGuard()
+        self.id_guard = IdGuard(ledger_only_for_mutations=True)
         self.quote_guard = QuoteGuard()
         self.date_guard = date_guard
 

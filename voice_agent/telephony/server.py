@@ -11,9 +11,11 @@
   token (Twilio ``customParameters`` or a ``token`` query parameter); every later message is
   validated (:mod:`voice_agent.telephony.bridge`). Each call gets its own session, services and
   pipeline; whatever happens to one call is caught and recorded, never propagated.
+  Each call's record file (:mod:`voice_agent.telephony.journal`) is appended to as the call happens.
 - ``GET /healthz`` (alive), ``GET /readyz`` (503 while warming up, draining or full), ``GET /calls``
-  (per-call metadata, no transcript text).
-- SIGTERM/SIGINT: stop taking calls, let active calls finish (up to a deadline), then exit.
+  (per-call metadata, no transcript text; only with ``calls_token``, as a bearer token, else 404).
+- SIGTERM/SIGINT: stop taking calls, let active calls finish (up to ``drain_timeout_secs``); a call
+  still running then hears a goodbye line and ends, recorded as drained. Then exit.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ LOOKUP_ORDER = ToolSpec(
     name="lookup_order",
     description="Look up a shop order by its order number, with the invoice it was billed on.",
     params=(ToolParam("order_id", "Order number, e.g. ORD-7K4M2P.", kind=ParamKind.IDENTIFIER, role="order"),),
-    harvest=(HarvestField("order_id", role="order"),),
+    harvest=(HarvestField("order_id", role="order"), HarvestField("invoice_id", role="invoice")),
 )
 
 OPEN_DISPUTE = ToolSpec(
