@@ -20,6 +20,7 @@ from voice_agent.core.near_miss import NearMiss, near_miss
 from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
+from voice_agent.domains.billing.tools import BILLING_TOOLS
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
@@ -402,3 +403,18 @@ async def test_a_respaced_ledger_identifier_reaches_the_tool_and_the_harvest_ver
     result = await session.execute_tool("issue_credit", "c1", {"account_id": "acc 1000 01"})
     assert result == {"account_id": "ACC-1000-01", "credited": 5}
     assert session.state.ledger.values() == {"ACC-1000-01"}  # no caller-stated copy in the model's spelling
+
+
+def test_a_dispute_takes_the_invoice_lookup_order_returned_once_it_is_in_the_ledger() -> None:
+    gate = ToolGate({t.name: t for t in BILLING_TOOLS}, DateGuard(dt.date(2026, 11, 30)))
+    state = CallState()
+    state.ledger.record_from_tool("account", "ACC-4729-18", 1, "lookup_account", "account_id")
+    state.start_turn("the kettle on order ORD 7K4M2P arrived broken")
+    order = {"order_id": "ORD-7K4M2P", "invoice_id": "INV-2026-1018", "description": "Electric Kettle"}
+    state.transcript.append_tool_call(1, "lookup_order", "c1", {"order_id": "ORD-7K4M2P"})
+    state.transcript.append_tool_result(1, "lookup_order", "c1", order, ToolOutcome.COMPLETED)
+    dispute = {"account_id": "ACC-4729-18", "invoice_id": "INV-2026-1018", "reason": "arrived broken"}
+    refused = gate.review(state, "open_dispute", dispute)  # returned by a tool, but not yet a ledger fact
+    assert refused.rejection is not None and refused.rejection["verdict"] == "unverified"
+    gate.harvest(state, "lookup_order", {"order_id": "ORD-7K4M2P"}, order)
+    assert gate.review(state, "open_dispute", dispute).allowed

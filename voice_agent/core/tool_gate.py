@@ -73,6 +73,8 @@ class ToolGate:
 
     def __init__(self, tools: Mapping[str, ToolSpec], date_guard: DateGuard) -> None:
         self.tools = dict(tools)
+        # The domains harvest every identifier a state-changing tool takes (lookup_order's invoice_id
+        # included), so a mutation can insist on a ledger fact rather than a value a result mentioned.
         self.id_guard = IdGuard(ledger_only_for_mutations=True)
         self.quote_guard = QuoteGuard()
         self.date_guard = date_guard

@@ -194,9 +194,9 @@ class IdGuard:
 
     Args:
         ledger_only_for_mutations: A state-changing tool accepts only verified ledger values. Off by default:
-            a value a completed tool result returned in the raw recent turns is tool-verified too, and some
-            result fields are not harvested into the ledger (``lookup_order`` returns the order's
-            ``invoice_id``, which ``open_dispute`` then needs).
+            a value a completed tool result returned in the raw recent turns is tool-verified too, which a
+            domain needs when it does not harvest every identifier a state-changing tool takes. The tool
+            gate turns it on.
     """
 
     def __init__(self, *, ledger_only_for_mutations: bool = False) -> None:
