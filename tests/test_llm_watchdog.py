@@ -317,6 +317,16 @@ async def test_openai_answering_500_is_retried_once_and_the_caller_hears_an_apol
     assert all("500" in e for e in turn.errors)
 
 
+async def test_openai_rejecting_the_key_is_not_retried(fake_openai: FakeOpenAIServer) -> None:
+    async def rejects(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        return web.json_response({"error": {"message": "bad key", "type": "invalid_request_error"}}, status=401)
+
+    fake_openai.reply = rejects
+    session, recorder, _ = await hosted_call(fake_openai, ["hello"])
+    assert recorder.turns[0].agent == [LINES.apology] and len(fake_openai.requests) == 1
+    assert [(f.attempt, f.action) for f in session.llm_failures] == [(1, A.APOLOGIZE)]
+
+
 async def test_openai_that_never_answers_is_cancelled_retried_and_apologised_for_in_time(
     fake_openai: FakeOpenAIServer,
 ) -> None:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -60,7 +60,7 @@ class LLMConfig(_Section):
         api_key: The key; when unset, read from the provider's standard variable.
         first_token_timeout_secs: Our own limit on the wait for an inference's first output (text or
             a tool call); past it the inference is cancelled and retried. The provider SDK's own
-            retries are turned off (OpenAI's default: 600 s, 3 tries), so this and the next two rule.
+            retries are turned off (OpenAI's would wait up to 600 s, 3 tries), so these limits apply.
         total_timeout_secs: Our own limit on one inference, from its start to the end of its answer.
         retries: Further attempts with the same context after a failed one (timeout or error).
         transfer_after_failures: The failed request of a call (all its attempts failed) that hands the
@@ -76,14 +76,13 @@ class LLMConfig(_Section):
     retries: int = Field(default=1, ge=0, le=3)
     transfer_after_failures: int = Field(default=3, ge=1)
 
-    @model_validator(mode="after")
-    def _timeouts_ordered(self) -> LLMConfig:
-        if self.total_timeout_secs < self.first_token_timeout_secs:
-            raise ValueError(
-                f"total_timeout_secs ({self.total_timeout_secs:g}) must be at least first_token_timeout_secs "
-                f"({self.first_token_timeout_secs:g})"
-            )
-        return self
+    @field_validator("total_timeout_secs")
+    @classmethod
+    def _not_below_first_token(cls, value: float, info: ValidationInfo) -> float:
+        first = info.data.get("first_token_timeout_secs")
+        if isinstance(first, float) and value < first:
+            raise ValueError(f"must be at least first_token_timeout_secs ({first:g})")
+        return value
 
 
 class SummarizerConfig(_Section):
