@@ -10,25 +10,20 @@ sees exactly what it sees with a real model.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipecat.frames.frames import (
-    Frame,
     FunctionCallFromLLM,
-    LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.frame_processor import FrameDirection
-from pipecat.services.llm_service import LLMService
-from pipecat.services.settings import LLMSettings
 
 from voice_agent.scenarios import Scenario
+from voice_agent.services.offline_llm import OfflineLLMService
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ DEFAULT_REPLY = FakeReply(text="Okay.")
 """Said when the script has nothing more for a turn."""
 
 
-class FakeLLM(LLMService):
+class FakeLLM(OfflineLLMService):
     """Answers each inference from a script keyed by turn.
 
     A new turn starts with every inference whose last turn message is not a tool result; the
@@ -85,31 +80,13 @@ class FakeLLM(LLMService):
     def __init__(
         self, script: Mapping[int, Sequence[FakeReply]], *, default: FakeReply = DEFAULT_REPLY, **kwargs: Any
     ) -> None:
-        settings = LLMSettings(
-            model="fake-llm", system_instruction=None, temperature=None, max_tokens=None, top_p=None,
-            top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
-            filter_incomplete_user_turns=None, user_turn_completion_config=None,
-        )
-        super().__init__(settings=settings, **kwargs)
+        super().__init__("fake-llm", **kwargs)
         self._script = {turn: list(replies) for turn, replies in script.items()}
         self._default = default
         self._turn = 0
         self._step = 0
-        self._call_ids = itertools.count(1)
         self.received: list[list[dict[str, Any]]] = []
         """Every context the fake received, as plain messages."""
-
-    def can_generate_metrics(self) -> bool:
-        """Reports metrics like any LLM service."""
-        return True
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Answers every LLMContextFrame; forwards everything else."""
-        await super().process_frame(frame, direction)
-        if isinstance(frame, LLMContextFrame):
-            await self._respond(frame.context)
-        else:
-            await self.push_frame(frame, direction)
 
     def _next_reply(self, messages: Sequence[Mapping[str, Any]], *, retry: bool = False) -> FakeReply:
         # Lane messages (KNOWN FACTS, rules) may follow the raw turns: look at the last turn message.
@@ -122,7 +99,8 @@ class FakeLLM(LLMService):
         self._step += 1
         return reply
 
-    async def _respond(self, context: LLMContext) -> None:
+    async def respond(self, context: LLMContext) -> None:
+        """Plays the next scripted reply of the turn."""
         messages = [dict(m) for m in context.get_messages() if isinstance(m, dict)]
         retry = bool(self.received) and self._turn > 0 and messages == self.received[-1]
         self.received.append(messages)
@@ -141,7 +119,7 @@ class FakeLLM(LLMService):
             await asyncio.Event().wait()
         if reply.tool_calls:
             await self.run_function_calls([
-                FunctionCallFromLLM(function_name=call.name, tool_call_id=f"fake-{next(self._call_ids)}",
+                FunctionCallFromLLM(function_name=call.name, tool_call_id=self.next_call_id("fake"),
                                     arguments=dict(call.arguments), context=context)
                 for call in reply.tool_calls
             ])

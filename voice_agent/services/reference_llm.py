@@ -7,24 +7,19 @@ tools), so a fact missing from the assembled context becomes a re-ask.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from pipecat.frames.frames import (
-    Frame,
     FunctionCallFromLLM,
-    LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.frame_processor import FrameDirection
-from pipecat.services.llm_service import LLMService
-from pipecat.services.settings import LLMSettings
 
 from voice_agent.agent.brain import Brain
+from voice_agent.services.offline_llm import OfflineLLMService
 
 
 def tool_names(context: LLMContext) -> list[str]:
@@ -36,11 +31,8 @@ def tool_names(context: LLMContext) -> list[str]:
     return [str(getattr(t, "name", None) or getattr(t, "__name__", "")) for t in standard]
 
 
-class ReferenceLLMService(LLMService):
+class ReferenceLLMService(OfflineLLMService):
     """Runs a :class:`~voice_agent.agent.brain.Brain` as a pipecat LLM service.
-
-    Event handlers:
-        on_reask(service, argument): the reply asks the caller for ``argument``.
 
     Args:
         brain: The deterministic brain.
@@ -49,30 +41,12 @@ class ReferenceLLMService(LLMService):
     """
 
     def __init__(self, brain: Brain, *, stream_delay: float = 0.0, **kwargs: Any) -> None:
-        settings = LLMSettings(
-            model="reference-agent", system_instruction=None, temperature=None, max_tokens=None, top_p=None,
-            top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
-            filter_incomplete_user_turns=None, user_turn_completion_config=None,
-        )
-        super().__init__(settings=settings, **kwargs)
+        super().__init__("reference-agent", **kwargs)
         self._brain = brain
         self._stream_delay = stream_delay
-        self._call_ids = itertools.count(1)
-        self._register_event_handler("on_reask")
 
-    def can_generate_metrics(self) -> bool:
-        """Reports TTFB and processing metrics like any LLM service."""
-        return True
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Answers every LLMContextFrame; forwards everything else."""
-        await super().process_frame(frame, direction)
-        if isinstance(frame, LLMContextFrame):
-            await self._respond(frame.context)
-        else:
-            await self.push_frame(frame, direction)
-
-    async def _respond(self, context: LLMContext) -> None:
+    async def respond(self, context: LLMContext) -> None:
+        """Asks the brain and streams its reply, running its tool calls."""
         await self.push_frame(LLMFullResponseStartFrame())
         await self.start_ttfb_metrics()
         messages = cast(Sequence[Mapping[str, Any]], context.get_messages())
@@ -82,8 +56,6 @@ class ReferenceLLMService(LLMService):
             messages = [{"role": "system", "content": instruction}, *messages]
         reply = self._brain.respond(messages, tool_names(context))
         await self.stop_ttfb_metrics()
-        if reply.asks_for:
-            await self._call_event_handler("on_reask", reply.asks_for)
         if reply.text and self._stream_delay > 0:
             for word in reply.text.split(" "):
                 await self.push_frame(LLMTextFrame(word + " "))
@@ -94,7 +66,7 @@ class ReferenceLLMService(LLMService):
             calls = [
                 FunctionCallFromLLM(
                     function_name=call.name,
-                    tool_call_id=f"ref-{next(self._call_ids)}",
+                    tool_call_id=self.next_call_id("ref"),
                     arguments=dict(call.arguments),
                     context=context,
                 )
