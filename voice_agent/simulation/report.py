@@ -93,6 +93,8 @@ def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: st
             continue
         record = turns.get(fact.needed_turn)
         present[fact.key] = bool(record and record.facts_present.get(fact.key))
+        if fact.needed_turn <= fact.stated_turn:
+            continue  # needed on the turn it is said: nothing to capture, the raw turn holds it
         captured[fact.key] = any(
             r.facts_in_memory.get(fact.key) for r in records if fact.stated_turn < r.turn <= fact.needed_turn
         )
@@ -129,11 +131,12 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
         if f.needed_turn is None:
             continue
         present = sum(o.present_at_need.get(f.key, False) for o in outcomes)
+        applies = f.needed_turn > f.stated_turn  # a fact needed on the turn it is said is never captured
         captured = [o for o in outcomes if o.captured.get(f.key)]
         fact_rows.append({
             "key": f.key, "kind": f.kind, "stated_turn": f.stated_turn, "needed_turn": f.needed_turn,
             "present_at_need": present / runs if runs else 0.0,
-            "captured": len(captured) / runs if runs else 0.0,
+            "captured": len(captured) / runs if runs and applies else None,
             "kept_once_captured": (sum(o.present_at_need.get(f.key, False) for o in captured) / len(captured)
                                    if captured else None),
         })
