@@ -20,7 +20,7 @@ from voice_agent.core.tokens import estimate_tokens
 from voice_agent.domains.billing import billing_domain
 from voice_agent.policies import PolicyName
 from voice_agent.scenarios import list_scenarios, load_scenario
-from voice_agent.settings import Settings, with_overrides
+from voice_agent.settings import load_settings, with_overrides
 from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts
 from voice_agent.simulation.text_call import run_text_call
 
@@ -28,8 +28,8 @@ from voice_agent.simulation.text_call import run_text_call
 async def sizes(name: str) -> dict[int, int]:
     """Turn -> estimated tokens of the KNOWN FACTS block of that turn's first request."""
     scenario = load_scenario(name)
-    today = scenario.reference_date or Settings().call.reference_date
-    settings = with_overrides(Settings(), call={"reference_date": today})
+    base = load_settings()
+    settings = with_overrides(base, call={"reference_date": scenario.reference_date or base.call.reference_date})
     plan = SimulationPlan(scenario, [], billing_domain, [PolicyName.LANES], settings, retention=None)
     parts = plan.call(scenario, PolicyName.LANES, 0)
     session = parts.session

@@ -192,6 +192,16 @@ async def test_the_retry_answers_when_the_provider_recovers() -> None:
     assert turn.first_response_ms is not None and first_token <= turn.first_response_ms < first_token + MARGIN_MS
 
 
+def logged(errors: list[str]) -> list[str]:
+    """The errors the recorder copied from the call's watchdog log (they say the attempt)."""
+    return [e for e in errors if "(attempt" in e]
+
+
+def seen(errors: list[str]) -> int:
+    """How many error frames the recorder saw itself."""
+    return sum(1 for e in errors if e.startswith("LLM error: "))
+
+
 async def test_an_error_is_retried_at_once_and_the_second_error_is_apologised_for() -> None:
     session = toy_session()
     recorder, _ = await play(session, {1: [ERROR, ERROR], 2: [ERROR, FakeReply(text="Back with you.")]},
@@ -202,7 +212,9 @@ async def test_an_error_is_retried_at_once_and_the_second_error_is_apologised_fo
     assert [(f.turn, f.kind, f.attempt, f.action) for f in session.llm_failures] == [
         (1, FailureKind.ERROR, 1, A.RETRY), (1, FailureKind.ERROR, 2, A.APOLOGIZE), (2, FailureKind.ERROR, 1, A.RETRY),
     ]
-    assert second.errors == ["LLM error (attempt 1): provider answered 500 -> retry"]
+    # The watchdog's log (with what followed) and the recorder's own sighting of each error frame.
+    assert logged(second.errors) == ["LLM error (attempt 1): provider answered 500 -> retry"]
+    assert seen(first.errors) == 2 and seen(second.errors) == 1
     assert recorder.errors == first.errors + second.errors  # the call-level list a simulation counts failures by
 
 
@@ -266,7 +278,7 @@ async def test_repeated_failures_transfer_the_call_through_the_guarded_tool_laye
     assert [e.tool for e in session.guard_events] == ["transfer_to_human"]
     results = [e for e in session.state.transcript if e.kind is EntryKind.TOOL_RESULT]
     assert [(e.turn, e.tool_name, e.outcome) for e in results] == [(4, "transfer_to_human", ToolOutcome.COMPLETED)]
-    assert all(len(t.errors) == 2 for t in recorder.turns[1:]) and recorder.turns[0].errors == []
+    assert all(len(logged(t.errors)) == 2 for t in recorder.turns[1:]) and recorder.turns[0].errors == []
 
 
 async def test_a_domain_without_a_transfer_tool_keeps_offering_a_callback() -> None:
@@ -313,8 +325,8 @@ async def test_openai_answering_500_is_retried_once_and_the_caller_hears_an_apol
     assert turn.agent == [LINES.apology] and agent_entries(session) == [LINES.apology]
     assert len(fake_openai.requests) == 2  # our one retry, and no SDK retries behind it
     assert turn.first_response_ms is not None and turn.first_response_ms < 1000  # no timeout waited for
-    assert [e.split(":")[0] for e in turn.errors] == ["LLM error (attempt 1)", "LLM error (attempt 2)"]
-    assert all("500" in e for e in turn.errors)
+    assert [e.split(":")[0] for e in logged(turn.errors)] == ["LLM error (attempt 1)", "LLM error (attempt 2)"]
+    assert all("500" in e for e in turn.errors) and seen(turn.errors) == 2
 
 
 async def test_openai_rejecting_the_key_is_not_retried(fake_openai: FakeOpenAIServer) -> None:

@@ -119,3 +119,12 @@ def test_late_first_use_through_the_main_job_with_a_scripted_model() -> None:
         assert lanes["facts"][0]["present_at_need"] == 1.0 and lanes["facts"][0]["captured"] == 1.0
         assert lanes["guard_rejections"] == 0 and lanes["unledgered_executed"] == 0 and lanes["executed_calls"] > 0
         assert rolling["facts"][0]["present_at_need"] < 1.0  # three rewrites at R=0.9 lose it in some calls
+
+
+def test_a_span_the_caller_negated_is_not_their_words() -> None:
+    state = CallState()
+    state.start_turn("I really don't want a refund to the card, credit my account instead.")
+    assert find_quote("a refund to the card", state.transcript) is None
+    assert find_quote("want a refund to the card", state.transcript) is None
+    assert find_quote("don't want a refund to the card", state.transcript) == 1
+    assert find_quote("credit my account instead", state.transcript) == 1

@@ -42,7 +42,7 @@ def test_shipped_file_holds_the_offline_defaults() -> None:
     assert (settings.output_guard.max_credit, settings.output_guard.late_max_credit) == (50.0, 25.0)
     assert settings.output_guard.strict_after_turn == 20
     assert (settings.telemetry.include_pii, settings.telemetry.exporter) == (False, "none")
-    assert settings.call.reference_date == dt.date.today()
+    assert settings.call.reference_date is None  # today, taken per call by the call factory
     assert settings.call.ledger_capacity == 64
 
 

@@ -10,6 +10,7 @@ Measurement is not part of a call: entry points that measure attach a recorder
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,8 @@ def session_config(settings: Settings) -> SessionConfig:
         policy=PolicyName(settings.policy.name),
         keep=settings.policy.keep,
         every=settings.policy.every,
-        reference_date=settings.call.reference_date,
+        # Unset means today, read per call: a server running past midnight must not keep yesterday.
+        reference_date=settings.call.reference_date or dt.date.today(),
         ledger_capacity=settings.call.ledger_capacity,
         output_guard=OutputGuardConfig(
             max_credit=guard.max_credit, late_max_credit=guard.late_max_credit,

@@ -109,8 +109,10 @@ def simulate(
     ] = True,
     runs: Annotated[int, typer.Option("--runs", help="Runs per policy (run r uses seed S+r).")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
-    keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
-    every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
+    keep: Annotated[int | None, typer.Option("--keep", help="K: recent turns kept raw (default: settings).")] = None,
+    every: Annotated[
+        int | None, typer.Option("--every", help="S: summary regeneration cadence (default: settings).")
+    ] = None,
     llm: Annotated[
         str, typer.Option("--llm", help="reference (offline default), scripted (a FakeLLM replaying the scenario's "
                           "recorded actions and agent lines), openai, anthropic or google (keys: settings).")
@@ -121,6 +123,9 @@ def simulate(
     json_path: Annotated[str | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No live transcript.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", help="Worker processes for multi-run (default: CPU count).")] = 0,
+    slow_answer: Annotated[
+        float, typer.Option("--slow-answer-secs", help="A turn whose first agent words take longer counts as failed.")
+    ] = 5.0,
     knowledge: Annotated[
         bool | None,
         typer.Option("--knowledge/--no-knowledge",
@@ -141,7 +146,7 @@ def simulate(
     synthesized speech both ways; the agent's audio and transcript are written under ./calls.
     """
     if modality == "audio":
-        _simulate_audio(scenario, keep, every, stack, speed)
+        _simulate_audio(scenario, keep or 6, every or 5, stack, speed)
         return
     if modality != "text":
         fail(f"--modality takes text or audio; got {modality!r}")
@@ -179,7 +184,7 @@ def simulate(
         variants = paraphrases.variants(record) if paraphrased and paraphrases.available(record.id) else []
         plan = SimulationPlan(record, variants, billing_domain, [PolicyName(n) for n in names], settings, runs,
                               retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge,
-                              scripted_llm=scripted)
+                              scripted_llm=scripted, slow_answer_secs=slow_answer)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     live = not quiet
@@ -198,8 +203,8 @@ def simulate(
     if trace_path:
         from voice_agent.evaluation.compaction_safety import record_trace
 
-        trace = record_trace(plan.scenario, policy=plan.policies[0], retention=retention, seed=seed, keep=keep,
-                             every=every)
+        trace = record_trace(plan.scenario, policy=plan.policies[0], retention=retention, seed=seed,
+                             keep=settings.policy.keep, every=settings.policy.every)
         with open(trace_path, "w") as handle:
             json.dump(trace, handle, indent=2)
         console.print(f"trace written to {trace_path}")

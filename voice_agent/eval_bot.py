@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     install_telemetry(settings.telemetry)
     logger.info("eval bot on ws://{}:{}{} (policy={}, K={}, S={}, today={}, llm={}, summarizer={})", args.host,
                 args.port, WS_ROUTE, settings.policy.name, settings.policy.keep, settings.policy.every,
-                settings.call.reference_date.isoformat(), settings.llm.provider, settings.summarizer.kind)
+                settings.call.reference_date or "today, per call", settings.llm.provider, settings.summarizer.kind)
     config = uvicorn.Config(create_app(_options), host=args.host, port=args.port, log_level="warning",
                             ws="websockets-sansio", lifespan="off")
     asyncio.run(uvicorn.Server(config).serve())

@@ -1,6 +1,6 @@
 """Call records and hand-written scenarios (the same schema, JSON Lines or YAML).
 
-See ``docs/call-record.md``. Utterances are numbered from 0; exchanges (turns in
+See ``shared/docs/call-record.md`` (beside this repository). Utterances are numbered from 0; exchanges (turns in
 the DESIGN sense: the caller speaks, the agent answers) from 1. Caller utterance
 ``i`` belongs to exchange ``i // 2 + 1``; an action with ``turn: N`` is issued
 before utterance ``N``, in exchange ``(N - 1) // 2 + 1``.

@@ -149,11 +149,11 @@ class CallConfig(_Section):
     """Per-call facts.
 
     Attributes:
-        reference_date: The call's "today" (ISO date); defaults to the real today.
+        reference_date: The call's "today" (ISO date); unset: the real today, taken when each call starts.
         ledger_capacity: Most identifiers the ledger holds.
     """
 
-    reference_date: dt.date = Field(default_factory=dt.date.today)
+    reference_date: dt.date | None = None
     ledger_capacity: int = Field(default=64, ge=1)
 
 

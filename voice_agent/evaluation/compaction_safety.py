@@ -43,7 +43,7 @@ from voice_agent.evaluation.replay import flat_tracked
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy
 from voice_agent.scenarios import Scenario
-from voice_agent.settings import Settings, with_overrides
+from voice_agent.settings import load_settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
 
 TRACE_FORMAT = "voice-agent-trace/1"
@@ -378,7 +378,7 @@ async def check_trace(
     tracked = flat_tracked({k: tuple(v) for k, v in dict(trace.get("tracked_facts", {})).items()})
     tools = [t.name for t in dom.tools]
 
-    settings = with_overrides(Settings(), policy={"name": policy.value, "keep": ctx_policy.keep,
+    settings = with_overrides(load_settings(), policy={"name": policy.value, "keep": ctx_policy.keep,
                                                   "every": ctx_policy.every}, call={"reference_date": reference})
 
     def make_run(tracker: PolicyTracker) -> tuple[_Run, ToolGate]:

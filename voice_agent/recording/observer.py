@@ -56,8 +56,9 @@ class RecorderObserver(BaseObserver):
         elif isinstance(frame, ErrorFrame) and frame.id not in self._errors_seen:
             self._errors_seen.add(frame.id)
             if frame.processor is self._llm:
-                # The call's LLM watchdog handles the LLM's errors (retry, then a line for the caller) and
-                # logs each in session.llm_failures, which the recorder reads when the turn closes.
+                # Seen here, from the frame itself: the call's LLM watchdog deals with it (retry, then a line
+                # for the caller), so the scripted call goes on, but the record has it either way.
+                self.recorder.error(f"LLM error: {frame.error}")
                 return
             self.recorder.error(str(frame.error))
             if self._on_error is not None:

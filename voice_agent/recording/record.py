@@ -151,11 +151,16 @@ class CallRecorder:
     Args:
         session: The call observed.
         facts: Facts to follow (a scenario's).
+        slow_answer_ms: A turn whose first agent words come later than this (or never) is recorded as an
+            error, measured on the recorder's own clock; None: latency is only reported.
     """
 
-    def __init__(self, session: CallSession, facts: Sequence[WatchedFact] = ()) -> None:
+    def __init__(
+        self, session: CallSession, facts: Sequence[WatchedFact] = (), slow_answer_ms: float | None = None
+    ) -> None:
         self.session = session
         self.facts = tuple(facts)
+        self.slow_answer_ms = slow_answer_ms
         self.turns: list[TurnRecord] = []
         self.errors: list[str] = []
         self._caller_texts: dict[str, None] = {}
@@ -268,19 +273,27 @@ class CallRecorder:
                     record.rejections.append({"tool": event.tool, **event.rejection})
         record.output_blocks = [check for t, check in session.output_blocks if t == turn]
         record.retrieval = dict(session.retrieval_by_turn.get(turn, {}))
+        # Only passes up to this turn are consumed: the next turn's pass may already be in the log.
         for summary_pass in session.summary_passes[self._passes_seen :]:
+            if summary_pass.turn > turn:
+                break
+            self._passes_seen += 1
             if summary_pass.turn == turn:
                 record.summary_pass = {
                     "turn": turn,
                     "facts_in": sorted(f.key for f in self.facts if f.present(summary_pass.text_in)),
                     "facts_out": sorted(f.key for f in self.facts if f.present(summary_pass.text_out)),
                 }
-        self._passes_seen = len(session.summary_passes)
         # The LLM's failures (timeouts and errors, each with what followed) come from the call's own log,
         # written by its LLM watchdog; a failure logged after its turn closed joins the next record.
         for failure in session.llm_failures[self._llm_failures_seen :]:
             self.error(failure.describe())
         self._llm_failures_seen = len(session.llm_failures)
+        # The recorder's own clock: an answer that came too late (or never) is a failure whatever the call logged.
+        late = record.first_response_ms is None or record.first_response_ms > (self.slow_answer_ms or 0)
+        if self.slow_answer_ms is not None and record.requests and late and not record.interrupted:
+            waited = "no answer" if record.first_response_ms is None else f"{record.first_response_ms:.0f} ms"
+            self.error(f"turn {turn}: the caller waited {waited} (limit {self.slow_answer_ms:.0f} ms)")
         record.reasks = self._reasks(record)
         record.rejected_offers.extend(self._offered_rejected(record))
         return record

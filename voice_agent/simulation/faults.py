@@ -39,7 +39,7 @@ def damage(value: str, key: str, shape: FaultShape, rng: random.Random) -> str |
     if shape is FaultShape.DROP:
         return None
     if shape is FaultShape.GENERALISE:
-        return f"one of the {key.replace('_', ' ')} details the caller gave"
+        return "one of the details the caller gave"  # never the scoring key: the model reads this
     if shape is FaultShape.TRUNCATE:
         return truncate(value)
     return mutate_one_character(value, rng)

@@ -91,7 +91,9 @@ class SimulationPlan:
         words_per_second: Pace of interim transcripts (0: as fast as possible).
         llm_factory: Builds the LLM service for a run (picklable); None uses the one the settings name.
         knowledge: Run speculative retrieval over ``config/knowledge`` (the index loads once per process).
-        turn_timeout: Seconds the agent may take to answer a turn before the run counts as failed.
+        turn_timeout: Seconds the agent may take to finish a turn before the run is stopped as failed.
+        slow_answer_secs: A turn whose first agent words take longer than this counts as a failure (the
+            recorder's own clock, whatever the call's watchdog logged).
         scripted_llm: Play each call against a FakeLLM replaying the script's recorded actions and agent
             lines (no brain): how the lanes and guards hold when the model's calls are fixed.
     """
@@ -108,6 +110,7 @@ class SimulationPlan:
     llm_factory: Callable[[Domain], LLMService[Any]] | None = None
     knowledge: bool = False
     turn_timeout: float = 15.0
+    slow_answer_secs: float = 5.0
     scripted_llm: bool = False
     facts: list[TrackedFact] = field(init=False)
 
@@ -169,7 +172,7 @@ async def run_once(
     script = plan.script(side, run)
     parts = plan.call(script, policy, run)
     facts = scenario_facts(script)
-    recorder = CallRecorder(parts.session, [f.watched() for f in facts])
+    recorder = CallRecorder(parts.session, [f.watched() for f in facts], slow_answer_ms=plan.slow_answer_secs * 1000)
 
     def turn_hook(_turn: int) -> None:
         record = recorder.current

@@ -50,15 +50,27 @@ class QuoteCheck:
         return self.turn is not None
 
 
+_NEGATION = re.compile(r"\b(?:not|no|never|don't|do not|doesn't|won't|can't|cannot|without|rather than|instead of)\s*$"
+                       r"|n't\s*(?:\w+\s+){0,2}$")
+"""A span the caller negated just before it ("I don't want *a refund to the card*") says the opposite."""
+
+
 def find_quote(quote: str, transcript: TranscriptLane) -> int | None:
-    """The latest turn whose caller utterance contains ``quote`` on word boundaries, or None."""
+    """The latest turn whose caller utterance contains ``quote`` on word boundaries, not negated, or None.
+
+    A span cut out right after a negation of the same clause is refused: quoting "a refund to the
+    card" from "I really don't want a refund to the card" turns the caller's words around.
+    """
     wanted = normalise(quote)
     if len(wanted.split()) < MIN_QUOTE_WORDS:
         return None
     pattern = re.compile(rf"(?<!\w){re.escape(wanted)}(?!\w)")
     for entry in reversed(transcript.caller_utterances()):
-        if pattern.search(normalise(entry.text)):
-            return entry.turn
+        said = normalise(entry.text)
+        for match in pattern.finditer(said):
+            clause = re.split(r"[.,;:!?]", said[: match.start()])[-1]
+            if not _NEGATION.search(clause.rstrip() + " " if clause.strip() else ""):
+                return entry.turn
     return None
 
 
