@@ -128,3 +128,18 @@ def test_a_span_the_caller_negated_is_not_their_words() -> None:
     assert find_quote("want a refund to the card", state.transcript) is None
     assert find_quote("don't want a refund to the card", state.transcript) == 1
     assert find_quote("credit my account instead", state.transcript) == 1
+
+
+def test_a_scripted_model_on_a_paraphrase_quotes_the_reworded_line_and_nothing_is_refused() -> None:
+    from voice_agent.domains.billing import billing_domain
+    from voice_agent.paraphrases import variants
+    from voice_agent.policies import PolicyName
+    from voice_agent.scenarios import load_scenario
+    from voice_agent.simulation.runner import SimulationPlan, run_plan
+
+    scenario = load_scenario("billing_dispute")
+    plan = SimulationPlan(scenario, variants(scenario), billing_domain, [PolicyName.LANES], Settings(), runs=3,
+                          retention=None, scripted_llm=True)
+    lanes = run_plan(plan)["sides"]["paraphrased"]["lanes"]
+    assert lanes["guard_rejections"] == 0 and lanes["unledgered_executed"] == 0
+    assert all(f["present_at_need"] == 1.0 for f in lanes["facts"])

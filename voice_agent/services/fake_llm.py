@@ -126,7 +126,22 @@ class FakeLLM(OfflineLLMService):
         await self.push_frame(LLMFullResponseEndFrame())
 
 
-def script_from_record(record: Scenario) -> dict[int, list[FakeReply]]:
+_QUOTE_WORDS = 4
+"""Shorter arguments are values, not quotations of what the caller said."""
+
+
+def _requote(value: Any, record: Scenario, original: Scenario) -> Any:
+    """An argument quoting a caller line of ``original``, re-quoted from ``record``'s rewording of that line."""
+    if not isinstance(value, str) or len(value.split()) < _QUOTE_WORDS:
+        return value  # identifiers, dates and amounts are kept as recorded; only quoted words are reworded
+    wanted = " ".join(value.lower().split()).strip(" .,")
+    for index, (old, new) in enumerate(zip(original.turns, record.turns, strict=False)):
+        if old.speaker == "caller" and old.text != new.text and wanted in " ".join(old.text.lower().split()):
+            return record.turns[index].text
+    return value
+
+
+def script_from_record(record: Scenario, original: Scenario | None = None) -> dict[int, list[FakeReply]]:
     """A FakeLLM script that replays a call record: each exchange's recorded actions, then its agent line.
 
     The "model" calls exactly the recorded tools with the recorded arguments, whatever it was told:
@@ -135,13 +150,18 @@ def script_from_record(record: Scenario) -> dict[int, list[FakeReply]]:
 
     Args:
         record: A scenario or call record (utterances from 0, actions before utterance ``turn``).
+        original: When ``record`` is a paraphrase of ``original``: an argument that quotes a reworded caller
+            line quotes the reworded line instead, as a model that quotes the caller would.
     """
     script: dict[int, list[FakeReply]] = {}
     for index, utterance in enumerate(record.turns):
         if utterance.speaker != "agent":
             continue
         exchange = index // 2 + 1
-        calls = tuple(FakeToolCall(a.tool, dict(a.args)) for a in record.actions_in_exchange(exchange))
+        calls = tuple(
+            FakeToolCall(a.tool, {k: _requote(v, record, original) if original else v for k, v in a.args.items()})
+            for a in record.actions_in_exchange(exchange)
+        )
         replies = [FakeReply(tool_calls=calls)] if calls else []
         script[exchange] = [*replies, FakeReply(text=utterance.text)]
     return script

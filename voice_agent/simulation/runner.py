@@ -148,7 +148,7 @@ class SimulationPlan:
 
         llm_factory = self.llm_factory
         if self.scripted_llm:
-            replies = script_from_record(script)
+            replies = script_from_record(script, self.scenario if script is not self.scenario else None)
 
             def llm_factory(_domain: Domain) -> LLMService[Any]:
                 return FakeLLM(replies)

@@ -160,14 +160,19 @@ class CallJournal:
             self.write(line.pop("type"), **line)
         self.written = len(transcript)
 
-    def turn_completed(self, turn: int, transcript: TranscriptLane) -> None:
-        """Syncs, writes the turn line and forces the file to disk."""
+    def turn_completed(self, turn: int, transcript: TranscriptLane, *, fsync: bool = True) -> None:
+        """Syncs, writes the turn line and forces the file to disk (``fsync=False``: call :meth:`fsync` yourself)."""
         self.sync(transcript)
         executed = [
             e.tool_name for e in transcript.in_turns(turn, turn)
             if e.kind is EntryKind.TOOL_RESULT and e.outcome is ToolOutcome.COMPLETED
         ]
         self.write("turn", turn=turn, entries=self.written, executed=executed)
+        if fsync:
+            self._fsync()
+
+    def fsync(self) -> None:
+        """Forces what was written to disk (blocking: a live call runs it in a worker thread)."""
         self._fsync()
 
     def close(self, summary: Mapping[str, Any]) -> None:

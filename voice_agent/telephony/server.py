@@ -757,7 +757,9 @@ class VoiceBridge:
             observers.append(JournalObserver(journal, transcript))
 
             async def on_turn_completed(_processor: Any, turn: int) -> None:
-                journal.turn_completed(turn, transcript)
+                journal.turn_completed(turn, transcript, fsync=False)
+                # One slow disk must not stall the event loop every call shares.
+                await asyncio.to_thread(journal.fsync)
 
             call.turn_log.add_event_handler("on_turn_completed", on_turn_completed)
         worker = PipelineWorker(
