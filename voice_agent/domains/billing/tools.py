@@ -104,6 +104,9 @@ TRANSFER_TO_HUMAN = ToolSpec(
 
 # update_case is not ``mutates``: it changes nothing on the customer's account (it records
 # what the caller said in this call's case note) and takes no identifier for the guard to check.
+_SPAN = "the shortest exact span of the caller's words that says it."
+"""How a ``caller_quote`` argument is asked for: quoted, and short (KNOWN FACTS goes with every request)."""
+
 UPDATE_CASE = ToolSpec(
     name="update_case",
     description=(
@@ -111,11 +114,11 @@ UPDATE_CASE = ToolSpec(
         "and when they can or cannot be reached. Call it as soon as the caller says any of these."
     ),
     params=(
-        ToolParam("requested_resolution", "What the caller wants done: their exact words, quoted.", required=False,
+        ToolParam("requested_resolution", "What the caller wants done: " + _SPAN, required=False,
                   kind=ParamKind.CALLER_QUOTE),
-        ToolParam("already_attempted", "What the caller already tried: their exact words, quoted.", required=False,
+        ToolParam("already_attempted", "What the caller already tried: " + _SPAN, required=False,
                   kind=ParamKind.CALLER_QUOTE),
-        ToolParam("timing_constraint", "When the caller can or cannot be reached: their exact words, quoted.",
+        ToolParam("timing_constraint", "When the caller can or cannot be reached: " + _SPAN,
                   required=False, kind=ParamKind.CALLER_QUOTE),
     ),
     # The result hands the quotes back: each slot's source is the caller span the guard found.
