@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -37,6 +36,7 @@ from typer.testing import CliRunner
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.test_telephony_bridge import ended, wait_for
 from voice_agent.audio.codec import PHONE_RATE, pcm16_to_ulaw, resample
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
@@ -48,7 +48,7 @@ from voice_agent.telephony.cli import register_telephony_commands
 from voice_agent.telephony.emulator import SILENCE, EmulatorConfig, TwilioCallerEmulator
 from voice_agent.telephony.journal import prune_records
 from voice_agent.telephony.providers import HandshakeError, HangupCredentials, Provider, make_serializer, parse_start
-from voice_agent.telephony.server import CallRecord, ConfigError, ServerConfig, VoiceBridge, running_bridge
+from voice_agent.telephony.server import ConfigError, ServerConfig, VoiceBridge, running_bridge
 
 ROOT = Path(__file__).resolve().parents[1]
 LINES = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"]
@@ -66,15 +66,6 @@ def factory() -> CallFactory:
     return call_factory(with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": DATE}))
 
 
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
-def ended(bridge: VoiceBridge) -> list[CallRecord]:
-    return [r for r in bridge.registry.all() if r.state == "ended" and r.started is not None]
 
 
 def free_port() -> int:

@@ -59,17 +59,6 @@ def llm_recovery_config(settings: Settings) -> LLMRecoveryConfig:
     )
 
 
-def spoken_id_shapes(domain: Domain) -> tuple[str, ...]:
-    """The identifier templates a domain's callers spell out (``domain.extra["spoken_id_shapes"]``)."""
-    return tuple(str(s) for s in domain.extra.get("spoken_id_shapes", ()))
-
-
-def recognizer_topic(domain: Domain) -> str | None:
-    """One sentence on what the domain's callers talk about (``domain.extra["recognizer_topic"]``)."""
-    supplied = domain.extra.get("recognizer_topic")
-    return str(supplied) if supplied else None
-
-
 @dataclass
 class CallParts:
     """The per-call objects an entry point wires into a pipeline.
@@ -146,7 +135,7 @@ def build_call(
     llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain)
     summarizer = summarizer_factory(call_id, domain) if summarizer_factory is not None else None
     session = build_session(settings, call_id, domain, summarizer, llm)
-    return CallParts(session, llm, spoken_id_shapes(domain), recognizer_topic(domain), {"domain": domain})
+    return CallParts(session, llm, domain.id_shapes, domain.recognizer_topic, {"domain": domain})
 
 
 def call_factory(

@@ -71,7 +71,7 @@ from voice_agent.policies import PolicyName
 from voice_agent.services.factory import make_llm
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
-from voice_agent.telemetry import install_telemetry
+from voice_agent.telemetry import install_log_redaction, install_telemetry
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -318,8 +318,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """
     global _options
     args = _parse_args(argv)
-    logger.remove()
-    logger.add(sys.stderr, level=args.log_level.upper())
+    # The same redacting sink as the CLI: the bot logs at INFO, and pipecat's lines carry caller words.
+    install_log_redaction(args.log_level.upper())
     try:
         _options = options_from_args(args)
     except SettingsError as exc:

@@ -131,8 +131,8 @@ class CallSession:
         self.last_context: AssembledContext | None = None
         self.requests_by_turn: dict[int, int] = {}
         self._caller_messages_seen = 0
-        self._id_shapes = id_shapes(str(t) for t in domain.extra.get("spoken_id_shapes", ()))
-        self._id_roles = {str(k): str(v) for k, v in dict(domain.extra.get("spoken_id_roles", {})).items()}
+        self._id_shapes = id_shapes(domain.id_shapes)
+        self._id_roles = domain.id_roles
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         if self.config.policy is PolicyName.WINDOW:

@@ -43,6 +43,22 @@ class Domain:
     hard_constraints: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def id_shapes(self) -> tuple[str, ...]:
+        """The identifier templates callers spell out (``extra["spoken_id_shapes"]``, e.g. ``ACC-####-##``)."""
+        return tuple(str(s) for s in self.extra.get("spoken_id_shapes", ()))
+
+    @property
+    def id_roles(self) -> dict[str, str]:
+        """Template -> the ledger role of a caller-stated identifier of that shape (``extra["spoken_id_roles"]``)."""
+        return {str(k): str(v) for k, v in dict(self.extra.get("spoken_id_roles", {})).items()}
+
+    @property
+    def recognizer_topic(self) -> str | None:
+        """One sentence on what callers talk about, a hint for the recogniser (``extra["recognizer_topic"]``)."""
+        supplied = self.extra.get("recognizer_topic")
+        return str(supplied) if supplied else None
+
     def tool(self, name: str) -> ToolSpec | None:
         """The spec of tool ``name``, if the domain has it."""
         return next((t for t in self.tools if t.name == name), None)

@@ -39,12 +39,11 @@ from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 from voice_agent.domains.base import Domain
-from voice_agent.evaluation.replay import flat_tracked
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy
 from voice_agent.scenarios import Scenario
 from voice_agent.settings import load_settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 
 TRACE_FORMAT = "voice-agent-trace/1"
 CompactionMode = Literal["window", "all"]

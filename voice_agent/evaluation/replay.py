@@ -76,7 +76,7 @@ from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.scenarios import Action, Fact, Scenario, load_call_records
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 
 ReplayMode = Literal["caller", "all"]
 HarvestMode = Literal["ids", "echo"]
@@ -271,11 +271,6 @@ def tracked_forms(record: Scenario) -> dict[str, tuple[str, ...]]:
         label: tuple(dict.fromkeys(v for v in (f.value, f.canonical) if v))
         for label, f in zip(fact_labels(record), record.facts, strict=True)
     }
-
-
-def flat_tracked(forms: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """One entry per form, as the live session follows them: ``key``, ``key#2``, ..."""
-    return {(key if i == 0 else f"{key}#{i + 1}"): form for key, fs in forms.items() for i, form in enumerate(fs)}
 
 
 def link_map(record: Scenario) -> dict[tuple[int, str], int]:

@@ -48,6 +48,11 @@ def _content(message: Mapping[str, Any]) -> str:
     return text
 
 
+def _sentences(texts: Sequence[str]) -> list[str]:
+    """The sentences of what the agent said."""
+    return [s for text in texts for s in re.split(r"(?<=[.!?])\s+", text) if s]
+
+
 def _leaves(value: Any) -> Iterator[str]:
     if isinstance(value, Mapping):
         for item in value.values():
@@ -134,11 +139,6 @@ class TurnRecord:
     errors: list[str] = field(default_factory=list)
     started: float = 0.0
     closed: bool = False
-
-    @property
-    def total_tokens(self) -> int:
-        """Estimated tokens of the turn's first request."""
-        return self.tokens
 
 
 class CallRecorder:
@@ -236,6 +236,10 @@ class CallRecorder:
         self._results_seen.add(tool_call_id)
         record = self.current
         refused = isinstance(result, Mapping) and result.get("status") == "rejected" and "guard" in result
+        if record is not None and refused:
+            # What the model was told, as the frame carries it: the call's own guard log is not needed.
+            verdict = str(result.get("verdict"))
+            record.rejections.append({"tool": name, "guard": str(result["guard"]), "verdict": verdict})
         if record is not None and not refused:
             record.executed.append(name)
             record.rejected_offers.extend(self._booked_rejected(record.turn, arguments))
@@ -268,9 +272,7 @@ class CallRecorder:
                 record.interrupted = record.interrupted or entry.interrupted
         for event in session.guard_events:
             if event.turn == turn:
-                record.guard_verdicts.extend(event.verdicts)
-                if event.rejection is not None:
-                    record.rejections.append({"tool": event.tool, **event.rejection})
+                record.guard_verdicts.extend(event.verdicts)  # every verdict, "ok" too: only the call knows those
         record.output_blocks = [check for t, check in session.output_blocks if t == turn]
         record.retrieval = dict(session.retrieval_by_turn.get(turn, {}))
         # Only passes up to this turn are consumed: the next turn's pass may already be in the log.
@@ -300,7 +302,7 @@ class CallRecorder:
 
     def _offered_rejected(self, record: TurnRecord) -> list[str]:
         """Watched facts whose ruled-out option an agent sentence puts forward again."""
-        sentences = [s for text in record.agent for s in re.split(r"(?<=[.!?])\s+", text)]
+        sentences = _sentences(record.agent)
         out = []
         for fact in self.facts:
             if fact.rejected_option is None or fact.stated_turn >= record.turn:
@@ -325,7 +327,7 @@ class CallRecorder:
 
     def _reasks(self, record: TurnRecord) -> list[str]:
         """Watched facts already stated that one of the agent's questions asks for again."""
-        questions = [s.lower() for text in record.agent for s in re.split(r"(?<=[.!?])\s+", text) if "?" in s]
+        questions = [s.lower() for s in _sentences(record.agent) if "?" in s]
         return [
             f.key for f in self.facts
             if f.stated_turn < record.turn and f.ask_cues

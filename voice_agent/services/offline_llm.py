@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from abc import abstractmethod
 from typing import Any
 
 from pipecat.frames.frames import Frame, LLMContextFrame
@@ -48,6 +49,6 @@ class OfflineLLMService(LLMService):
         else:
             await self.push_frame(frame, direction)
 
+    @abstractmethod
     async def respond(self, context: LLMContext) -> None:
         """Answers one inference: pushes the response frames and runs any tool calls."""
-        raise NotImplementedError

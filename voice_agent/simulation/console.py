@@ -23,7 +23,7 @@ def print_turn(policy: str, session: CallSession, record: TurnRecord) -> None:
     """One live line per turn: words, latency, lane sizes, guard verdicts."""
     state = session.state
     latency = f"{record.first_response_ms:6.1f} ms" if record.first_response_ms is not None else "      - "
-    lanes = (f"tok {record.total_tokens:>5} (facts {record.lane_tokens.get('known_facts', 0)}, "
+    lanes = (f"tok {record.tokens:>5} (facts {record.lane_tokens.get('known_facts', 0)}, "
              f"summary {record.lane_tokens.get('summary', 0)}, recent {record.lane_tokens.get('recent', 0)}) "
              f"ledger {len(state.ledger)} slots {len(state.slots.filled())}")
     console.print(f"[dim]{policy:<7}[/dim] [bold]T{record.turn:02d}[/bold] {latency}  {lanes}")

@@ -26,6 +26,11 @@ ROOMY = ExtractiveConfig(max_lines=200, max_words=80)
 """Base limits under the fault model: loss comes from the faults alone, so R is the whole story."""
 
 
+def flat_tracked(forms: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Fact key -> forms, flattened so the fault model follows each form apart: ``key``, ``key#2``, ..."""
+    return {(key if i == 0 else f"{key}#{i + 1}"): form for key, fs in forms.items() for i, form in enumerate(fs)}
+
+
 class FaultInjectingSummarizer:
     """A summarizer whose per-pass retention over ``tracked`` facts is ``retention``.
 

@@ -104,7 +104,7 @@ def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: st
         captured=captured,
         reasks=sum(len(r.reasks) for r in records),
         rejected_offers=sum(len(r.rejected_offers) for r in records),
-        tokens=[r.total_tokens for r in records if r.requests],
+        tokens=[r.tokens for r in records if r.requests],
         latencies_ms=[r.first_response_ms for r in records if r.first_response_ms is not None],
         guard_rejections=sum(len(r.rejections) for r in records),
         unledgered_executed=sum(len(r.unledgered) for r in records),

@@ -29,7 +29,7 @@ from voice_agent.retrieval.index import shared_index
 from voice_agent.scenarios import Scenario
 from voice_agent.services.fake_llm import FakeLLM, script_from_record
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
 from voice_agent.simulation.text_call import CallerLine, CallFailed, TurnTimeout, run_text_call
 
@@ -67,10 +67,8 @@ def caller_lines(scenario: Scenario) -> list[CallerLine]:
 
 
 def fault_tracked(facts: Sequence[TrackedFact]) -> dict[str, str]:
-    """Fact forms for the fault model, each followed apart ("key", "key#2", ...)."""
-    return {
-        (f.key if i == 0 else f"{f.key}#{i + 1}"): form for f in facts for i, form in enumerate(f.forms)
-    }
+    """The facts' forms for the fault model, each followed apart (:func:`flat_tracked`)."""
+    return flat_tracked({f.key: f.forms for f in facts})
 
 
 @dataclass
