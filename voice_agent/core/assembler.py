@@ -14,7 +14,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 Message = dict[str, Any]
 
-KNOWN_FACTS_HEADER = "KNOWN FACTS (from tools; quotes are the caller's own words; copy values exactly):"
+KNOWN_FACTS_HEADER = "KNOWN FACTS (tool values; quotes are the caller's words; copy exactly):"
 MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; confirm before acting):"
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get

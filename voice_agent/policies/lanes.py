@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, ContextAssembler
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
+from voice_agent.core.dates import DateConstraint, extract_constraints
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.policy import Regeneration
 from voice_agent.core.summary import Summarizer
 
 
@@ -35,6 +38,14 @@ class LanesPolicy:
         """Regenerates the structured summary when the schedule says so."""
         return await self.compactor.on_turn_start(state)
 
+    def schedule(self, state: CallState) -> Regeneration | None:
+        """The regeneration due now, if any (not run)."""
+        return self.compactor.schedule(state)
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Runs a scheduled regeneration of the structured summary."""
+        return await self.compactor.run(state, regeneration)
+
     def caller_constraint_lines(self, state: CallState) -> list[str]:
         """The caller's utterances that limit when things can happen, verbatim, with their turns.
 
@@ -43,19 +54,32 @@ class LanesPolicy:
         slot already holds verbatim are not repeated.
         """
         today = state.reference_date
-        turns = {
-            turn for turn, c in self.date_guard.constraints(state.transcript)
+        limits = [
+            (turn, c) for turn, c in self.date_guard.constraints(state.transcript)
             if not c.is_positive and (c.end is None or c.end >= today)
-        }
-        held = " ".join(state.slots.values())
-        return [
-            f'caller said (turn {e.turn}): "{e.text}"'
-            for e in state.transcript.caller_utterances()
-            if e.turn in turns and e.text.rstrip(".") not in held
         ]
+        held = state.slots.values()
+        lines: list[str] = []
+        for turn, c in limits:
+            # A slot that quotes the caller's words for this very limit already carries it.
+            if any(v.rstrip(".!?") in c.text and _same_limit(v, c, today) for v in held):
+                continue
+            line = f'caller said (turn {turn}): "{c.text}"'
+            if line not in lines:
+                lines.append(line)
+        return lines
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """KNOWN FACTS + summary + retrieved + raw turns + constraints."""
         return self.assembler.build(state, retrieved, extra_facts=self.caller_constraint_lines(state))
 
 
+
+
+def _same_limit(quote: str, limit: DateConstraint, reference: date) -> bool:
+    """Whether ``quote`` states ``limit`` itself (same kind, bounds and polarity)."""
+    return any(
+        (c.kind, c.start, c.end, c.weekday, c.blocked)
+        == (limit.kind, limit.start, limit.end, limit.weekday, limit.blocked)
+        for c in extract_constraints(quote, reference)
+    )

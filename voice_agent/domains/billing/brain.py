@@ -143,10 +143,41 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
 
 
+# Clause breaks inside a sentence: punctuation followed by a space ("One more thing: I'm travelling...").
+_CLAUSE_BREAK = re.compile(r"[,;:]\s+")
+
+
+def _trimmed(sentence: str, matches: Callable[[str], bool]) -> str:
+    """``sentence`` without the leading clauses that carry nothing ``matches`` needs, verbatim.
+
+    Only leading clauses go: what follows the fact ("..., not refunded to my card") is often
+    what makes it a must-keep, and KNOWN FACTS quotes must stay exact spans of the caller's words.
+    """
+    while (m := _CLAUSE_BREAK.search(sentence)) and matches(sentence[m.end():].lower()):
+        sentence = sentence[m.end():]
+    return sentence.strip()
+
+
+def _fact_span(text: str, matches: Callable[[str], bool]) -> str | None:
+    """The caller's sentences of ``text`` that ``matches``, each without its empty leading clauses."""
+    hits = [_trimmed(s, matches) for s in _sentences(text) if matches(s.lower())]
+    return " ".join(hits) if hits else None
+
+
+def _timing_span(text: str, reference: dt.date) -> str | None:
+    """The caller's words that limit when they can be reached, without empty leading clauses."""
+
+    def limits(piece: str) -> bool:
+        found = [c for c in extract_constraints(piece, reference) if not c.is_positive]
+        return bool(found) and (bool(_REACH.search(piece)) or any(c.blocked for c in found))
+
+    span = _fact_span(text, limits)
+    return span.rstrip(".!") if span else None
+
+
 def _matching_sentences(text: str, pattern: re.Pattern[str]) -> str:
-    """The caller's sentences that carry ``pattern``, verbatim (the whole text if none does alone)."""
-    hits = [s for s in _sentences(text) if pattern.search(s.lower())]
-    return " ".join(hits) if hits else text.strip()
+    """The shortest span of the caller's words that carries ``pattern`` (the whole text if none does)."""
+    return _fact_span(text, lambda s: bool(pattern.search(s))) or text.strip()
 
 
 def _category(text: str) -> str | None:
@@ -680,7 +711,9 @@ class BillingReferenceBrain:
             # A limit counts as a reachability statement when it blocks days or talks about being reached;
             # "before the 10th" in a question about statements is not one.
             if limits and (_REACH.search(lowered) or any(c.blocked for c in limits)):
-                note["timing_constraint"] = " ".join(dict.fromkeys(c.text for c in limits))
+                note["timing_constraint"] = _timing_span(text, reference) or " ".join(
+                    dict.fromkeys(c.text for c in limits)
+                )
         return ToolCallRequest("update_case", note) if note else None
 
     # --- talk -----------------------------------------------------------------------------------------------------
