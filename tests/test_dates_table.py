@@ -261,6 +261,10 @@ def test_text_is_the_callers_words_and_json_is_iso() -> None:
         "purpose": None,
         "blocked": True,
         "correction": False,
+        "subject": "availability",
+        "statement": "constraint",
+        "topic": None,
+        "role": None,
     }
 
 

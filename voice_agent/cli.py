@@ -57,35 +57,63 @@ def policy(
 
 @app.command("check-dates")
 def check_dates(
-    texts: Annotated[list[str], typer.Argument(help="Caller sentences to read.")],
+    texts: Annotated[list[str], typer.Argument(help="Caller sentences to read (each one caller turn, in order).")],
     reference_date: Annotated[
         str, typer.Option("--reference-date", help="The call's 'today' (YYYY-MM-DD); never the machine clock.")
     ],
+    on: Annotated[
+        str | None, typer.Option("--date", help="Also judge this date (YYYY-MM-DD) as the guard would at a tool call.")
+    ] = None,
+    binds: Annotated[
+        str, typer.Option("--binds", help="Subjects that bind the date, comma-separated (availability, trip, booking).")
+    ] = "availability",
+    topic: Annotated[str | None, typer.Option("--topic", help="What the date books: callback, car, hotel, ...")] = (
+        "callback"
+    ),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Prints the date constraints the engine reads in each caller sentence."""
+    """Prints each date statement in the sentences (subject, kind, dates) and, with --date, the guard's verdict."""
     import datetime as dt
 
-    from voice_agent.core.dates import extract_constraints
+    from voice_agent.core.dates import DateSubject, read_statements
+    from voice_agent.core.guards.date_guard import DateGuard
+    from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
+    from voice_agent.core.transcript import TranscriptLane
 
     try:
         reference = dt.date.fromisoformat(reference_date)
-    except ValueError:
-        fail(f"--reference-date must be YYYY-MM-DD, got {reference_date!r}")
+        day = dt.date.fromisoformat(on) if on else None
+        subjects = tuple(DateSubject(b.strip()) for b in binds.split(",") if b.strip())
+    except ValueError as exc:
+        fail(f"check-dates: {exc} (dates are YYYY-MM-DD; subjects: {', '.join(s.value for s in DateSubject)})")
     results: list[dict[str, Any]] = [
-        {"text": t, "constraints": [c.to_json() for c in extract_constraints(t, reference)]} for t in texts
+        {"text": t, "statements": [st.to_json() for st in read_statements(t, reference)]} for t in texts
     ]
+    verdict: dict[str, Any] | None = None
+    if day is not None:
+        lane = TranscriptLane()
+        for turn, text in enumerate(texts, start=1):
+            lane.append_caller(turn, text)
+        param = ToolParam("date", "", kind=ParamKind.DATE, binds=tuple(s.value for s in subjects), topic=topic)
+        (check,) = DateGuard(reference).check(ToolSpec("action", "", (param,)), {"date": day.isoformat()}, lane)
+        verdict = check.to_json()
     if as_json:
-        print(json.dumps({"reference_date": reference.isoformat(), "results": results}, indent=2))
+        print(json.dumps({"reference_date": reference.isoformat(), "results": results, "verdict": verdict}, indent=2))
         return
-    for text, item in zip(texts, results, strict=True):
-        print(f"{text!r}")
-        if not item["constraints"]:
-            print("  (no date constraint)")
-        for c in item["constraints"]:
+    for item in results:
+        print(f"{item['text']!r}")
+        if not item["statements"]:
+            print("  (no date)")
+        for st in item["statements"]:
+            c = st["constraint"]
             span = f"{c['start'] or '...'} .. {c['end'] or '...'}"
             extra = f" weekday={c['weekday']}" if c["weekday"] is not None else ""
-            print(f"  {c['kind']:<16} {span}{extra} blocked={c['blocked']} words={c['text']!r}")
+            about = st["subject"] + (f"/{st['topic']}" if st["topic"] else "") + (f"/{c['role']}" if c["role"] else "")
+            print(f"  {about:<22} {st['kind']:<11} {c['kind']:<16} {span}{extra} blocked={c['blocked']}")
+    if verdict is not None:
+        print(f"{verdict['value']}: {verdict['verdict']} - {verdict['reason']}")
+        for cite in verdict["citations"]:
+            print(f"  turn {cite['turn']}: {cite['words']!r}")
 
 
 @app.command()

@@ -35,6 +35,11 @@ class ToolParam:
         role: For identifiers, the ledger role a caller-stated value is recorded under.
         required: Whether the model must supply it.
         enum: Allowed values, for plain string parameters.
+        type: JSON-schema type.
+        binds: For dates, the subjects of the caller's date statements that bind it
+            ("availability", "trip", "booking"; see ``core.dates.subjects``). Empty: the default
+            (availability, booking and trip).
+        topic: For dates, the thing it books ("callback", "car", "hotel"); None: read from the names.
     """
 
     name: str
@@ -44,6 +49,8 @@ class ToolParam:
     required: bool = True
     enum: tuple[str, ...] = ()
     type: str = "string"
+    binds: tuple[str, ...] = ()
+    topic: str | None = None
 
 
 @dataclass(frozen=True)

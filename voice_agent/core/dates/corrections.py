@@ -7,6 +7,7 @@ from datetime import date
 
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
+from voice_agent.core.dates.subjects import StatementKind
 
 _EXCLUSIONS = (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY)
 _LIMITS = (ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.AFTER)
@@ -21,19 +22,31 @@ def family(constraint: DateConstraint) -> str:
     return "limit"  # UNTIL / BEFORE / AFTER
 
 
+def _same_thing(later: DateConstraint, earlier: DateConstraint) -> bool:
+    """Whether both can be about the same date: purpose, topic and role agree where both name one."""
+    pairs = ((later.purpose, earlier.purpose), (later.topic, earlier.topic), (later.role, earlier.role))
+    return all(a is None or b is None or a == b for a, b in pairs)
+
+
+_ASKS = (StatementKind.REQUEST, StatementKind.CORRECTION)
+
+
 def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
-    """Whether ``later`` (said after ``earlier``) replaces it.
+    """Whether ``later`` (said after ``earlier``, in another utterance) replaces it.
 
     A sentence with a correction cue replaces a statement of the same family. A limit
     restated the same way ("up to the 11th", later "up to the 12th") replaces the earlier
-    one even without a cue: the caller moved it. Either way only for the same purpose
-    when both name one.
+    one even without a cue: the caller moved it. A named day asked for replaces a named day
+    asked for earlier for the same thing ("the 11th" ... "the 12th, then"). Always only for
+    the same purpose, topic and role where both name one: a new drop-off day leaves the
+    pick-up day standing.
     """
-    same_purpose = later.purpose is None or earlier.purpose is None or later.purpose == earlier.purpose
-    if family(later) != family(earlier) or not same_purpose:
+    if family(later) != family(earlier) or not _same_thing(later, earlier):
         return False
     if later.correction:
         return True
+    if later.kind is ConstraintKind.ON and earlier.kind is ConstraintKind.ON:
+        return later.start != earlier.start and later.statement in _ASKS and earlier.statement in _ASKS
     return later.kind is earlier.kind and later.kind in _LIMITS and later.blocked == earlier.blocked
 
 

@@ -29,6 +29,7 @@ from voice_agent.core.dates.resolve import (
     weekday_date,
 )
 from voice_agent.core.dates.spoken import MONTHS, WEEKDAYS, Normalised, normalise
+from voice_agent.core.dates.subjects import DateSubject, StatementKind, classify
 
 _MON = "|".join(sorted(MONTHS, key=len, reverse=True))
 _MON_FULL = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -101,6 +102,8 @@ _CUE = re.compile(
     r"|up\still|prior\sto|ahead\sof|as\sof|starting(?:\sfrom)?|from|until|till|til|through|thru|before|after"
     r"|by|within|since|earliest|latest)\b(?=" + _FILLER + r"$)"
 )
+_UNTIL_AFTER = re.compile(r"\b(?:until|till|til|unless\sit's|only)\s(?:some\stime\s|sometime\s|well\s|way\s)?after"
+                          + _FILLER + r"$")
 _NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|good))\b|n't\b")
 _BLOCKED = re.compile(
     r"\b(?:away|travel+ing|on\s(?:a\s)?trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
@@ -403,6 +406,9 @@ def _mode(pre: str, post: str) -> str:
     if _LATEST_AFTER.search(post):
         return "until"
     near = _trim_to_conjunction(pre)
+    if _UNTIL_AFTER.search(near):
+        # "don't call me until after the 14th", "not till after the 14th": the 15th at the earliest.
+        return "after_strict"
     blocked = bool(_BLOCKED.search(near) or _BLOCKED.search(_cut_at_conjunction(post)))
     cue = _last_match(_CUE, near)
     if cue is None:
@@ -450,6 +456,8 @@ def _constraints(expr: _Expr, mode: str) -> list[tuple[ConstraintKind, date | No
     if mode == "after":
         # "after the 3rd" is loose speech for "from the 3rd"; "after next week" starts once it is over.
         return [(K.AFTER, lo if single else hi + timedelta(days=1), None, None, False)]
+    if mode == "after_strict":
+        return [(K.AFTER, (lo if single else hi) + timedelta(days=1), None, None, False)]
     if mode == "earliest":
         return [(K.AFTER, lo, None, None, False)]
     return [(K.ON, lo, lo, None, False)] if single else [(K.RANGE, lo, hi, None, False)]
@@ -568,6 +576,13 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         s_index = _index_of(sentences, e.start)
         sentence = _original(norm, *_segment(norm, sentences, s_index))
         lowered = sentence.lower()
+        local = " ".join(
+            p for p in (_trim_to_conjunction(pre), norm.text[e.start : e.end], _cut_at_conjunction(post)) if p
+        )
+        s_lo, s_hi = _segment(norm, sentences, s_index)
+        reading = classify(local, norm.text[s_lo:s_hi], mode=mode, past=ctx.past(e.start))
+        if reading.subject is DateSubject.TRIP and mode == "exclude":
+            mode = "on"  # "I'm travelling to Rome on the 3rd": where they will be, not a day ruled out
         for kind, start, end, weekday, blocked in _constraints(e, mode):
             item = DateConstraint(
                 kind=kind,
@@ -577,7 +592,11 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 text=sentence,
                 purpose=_purpose(lowered),
                 blocked=blocked,
-                correction=bool(_CORRECTION.search(lowered)),
+                correction=reading.kind is StatementKind.CORRECTION or bool(_CORRECTION.search(lowered)),
+                subject=reading.subject,
+                statement=reading.kind,
+                topic=reading.topic,
+                role=reading.role,
             )
             if item not in out:
                 out.append(item)

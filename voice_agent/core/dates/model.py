@@ -7,6 +7,8 @@ from datetime import date
 from enum import StrEnum
 from typing import Any
 
+from voice_agent.core.dates.subjects import DateSubject, StatementKind
+
 WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 """Weekday names indexed like ``date.weekday()`` (0 = Monday)."""
 
@@ -60,6 +62,11 @@ class DateConstraint:
         blocked: True when the span is when the caller is NOT available.
         correction: True when the sentence carries a correction cue ("actually",
             "make it", "instead", ...), so it replaces earlier statements.
+        subject: What the statement is about (see ``subjects``): only subjects a tool
+            parameter binds can block or confirm its date.
+        statement: What it does: a constraint, an event, a request, a correction or none.
+        topic: The thing it is about ("car", "hotel", "callback", ...), if said.
+        role: "start" or "end" of that thing (pick-up / drop-off), if said.
     """
 
     kind: ConstraintKind
@@ -70,6 +77,10 @@ class DateConstraint:
     purpose: str | None = None
     blocked: bool = False
     correction: bool = False
+    subject: DateSubject = DateSubject.AVAILABILITY
+    statement: StatementKind = StatementKind.CONSTRAINT
+    topic: str | None = None
+    role: str | None = None
 
     def contains(self, d: date) -> bool:
         """Whether ``d`` lies inside the described span (ignoring polarity)."""
@@ -120,4 +131,8 @@ class DateConstraint:
             "purpose": self.purpose,
             "blocked": self.blocked,
             "correction": self.correction,
+            "subject": self.subject.value,
+            "statement": self.statement.value,
+            "topic": self.topic,
+            "role": self.role,
         }

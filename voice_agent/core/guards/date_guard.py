@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
 from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint, extract_constraints, supersedes
+from voice_agent.core.dates.binding import DateBinding
+from voice_agent.core.dates.subjects import role_of, topic_of
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
@@ -172,41 +174,53 @@ def _distance(d: date, c: DateConstraint) -> int:
 class DateGuard:
     """Checks date arguments against everything the caller said about dates.
 
+    Only statements about what a parameter books bind it (``DateBinding``): a callback's date
+    is bound by when the caller can be reached, not by their flight or a charge period.
+
     Args:
         reference: The day of the call; all dates resolve against it.
+        binding: What binds a date when no tool parameter says (``constraints``, ``violations``,
+            the output guard's finder).
     """
 
-    def __init__(self, reference: date) -> None:
+    def __init__(self, reference: date, binding: DateBinding | None = None) -> None:
         self.reference = reference
+        self.binding = binding or DateBinding()
         self._said: dict[int, _Said] = {}
-        self._analysis: tuple[tuple[_Said, ...], _Analysis] | None = None
+        self._analysis: dict[DateBinding, tuple[tuple[_Said, ...], _Analysis]] = {}
 
     # -- reading the lane --------------------------------------------------------------------------------------------
 
     def _read(self, transcript: TranscriptLane) -> list[_Said]:
         """Caller and agent utterances with their constraints, extraction cached per entry index."""
         out: list[_Said] = []
+        asked = ""  # the agent's last words: "when will you return the car?" tells what a bare "the 9th" is for
         for entry in transcript.entries:
             if entry.kind is not EntryKind.CALLER and entry.kind is not EntryKind.AGENT:
                 continue
             said = self._said.get(entry.index)
             if said is None or said.text != entry.text or said.kind is not entry.kind:
-                said = _Said(
-                    entry.index,
-                    entry.turn,
-                    entry.kind,
-                    entry.text,
-                    tuple(extract_constraints(entry.text, self.reference)),
-                )
+                found = extract_constraints(entry.text, self.reference)
+                if entry.kind is EntryKind.CALLER and asked:
+                    found = [_in_answer_to(asked, c) for c in found]
+                said = _Said(entry.index, entry.turn, entry.kind, entry.text, tuple(found))
                 self._said[entry.index] = said
+            if entry.kind is EntryKind.AGENT:
+                asked = entry.text
             out.append(said)
         return out
 
     def constraints(self, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
-        """Every constraint the caller stated, as ``(turn, constraint)``, oldest first."""
-        return [(s.turn, c) for s in self._read(transcript) if s.kind is EntryKind.CALLER for c in s.constraints]
+        """Every binding constraint the caller stated, as ``(turn, constraint)``, oldest first."""
+        return [
+            (s.turn, c)
+            for s in self._read(transcript)
+            if s.kind is EntryKind.CALLER
+            for c in s.constraints
+            if self.binding.admits(c)
+        ]
 
-    def _statements(self, said: list[_Said]) -> list[_Statement]:
+    def _statements(self, said: list[_Said], binding: DateBinding) -> list[_Statement]:
         """Dates the caller named, plus agent proposals the caller's next utterance agreed to."""
         out: list[_Statement] = []
         reply: _Said | None = None
@@ -215,39 +229,51 @@ class DateGuard:
             if s.kind is EntryKind.CALLER:
                 reply = s
                 continue
-            proposed = {c.start for c in s.constraints if c.kind is ConstraintKind.ON and not c.blocked}
+            proposed = {
+                c.start for c in s.constraints if c.kind is ConstraintKind.ON and not c.blocked and binding.admits(c)
+            }
             # One proposed day only: "Thursday or Friday?" - "yes" agrees to neither in particular.
             if len(proposed) == 1 and reply is not None and is_affirmation(reply.text):
                 day = next(iter(proposed))
-                said_yes = DateConstraint(ConstraintKind.ON, day, day, None, reply.text)
+                said_yes = DateConstraint(
+                    ConstraintKind.ON, day, day, None, reply.text, topic=topic_of(s.text), role=role_of(s.text)
+                )
                 cites = (Citation(s.turn, s.text), Citation(reply.turn, reply.text))
                 agreed.append(_Statement(reply.index, said_yes, cites))
         for s in said:
             if s.kind is EntryKind.CALLER:
-                out += [_Statement(s.index, c, (Citation(s.turn, c.text),)) for c in s.constraints if c.is_positive]
+                out += [
+                    _Statement(s.index, c, (Citation(s.turn, c.text),))
+                    for c in s.constraints
+                    if c.is_positive and binding.admits(c)
+                ]
         return sorted(out + agreed, key=lambda st: st.pos)
 
-    def _analyse(self, transcript: TranscriptLane) -> _Analysis:
-        """The lane read in full; the rules' working set is rebuilt only when an utterance was added."""
+    def _analyse(self, transcript: TranscriptLane, binding: DateBinding | None = None) -> _Analysis:
+        """The lane read in full for one binding; rebuilt only when an utterance was added."""
+        binding = binding or self.binding
         said = self._read(transcript)
         # The same _Said objects (cached per entry) in the same order: nothing new to analyse. Tuple equality
         # checks identity first, so this compare is cheap.
         key = tuple(said)
-        if self._analysis is not None and self._analysis[0] == key:
-            return self._analysis[1]
-        callers = [(s, c) for s in said if s.kind is EntryKind.CALLER for c in s.constraints]
+        cached = self._analysis.get(binding)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        callers = [
+            (s, c) for s in said if s.kind is EntryKind.CALLER for c in s.constraints if binding.admits(c)
+        ]
         # Only a sentence with a correction cue, or a restated limit ("up to the 12th" after "until the
         # 10th"), can replace or lift anything, so only those are scanned.
         limits = (ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.AFTER)
         corrections = [(s, c) for s, c in callers if c.correction or c.kind in limits]
-        statements = self._statements(said)
+        statements = self._statements(said, binding)
         standing = [
             st
             for st in statements
             if not any(s.index > st.pos and supersedes(c, st.constraint) for s, c in corrections)
         ]
         analysis = _Analysis(said, callers, corrections, statements, standing)
-        self._analysis = (key, analysis)
+        self._analysis[binding] = (key, analysis)
         return analysis
 
     # -- rules -------------------------------------------------------------------------------------------------------
@@ -292,7 +318,14 @@ class DateGuard:
 
         return find
 
-    def check_date(self, argument: str, raw: Any, transcript: TranscriptLane, tool_name: str = "the tool") -> DateCheck:
+    def check_date(
+        self,
+        argument: str,
+        raw: Any,
+        transcript: TranscriptLane,
+        tool_name: str = "the tool",
+        binding: DateBinding | None = None,
+    ) -> DateCheck:
         """The verdict on one date argument value.
 
         Args:
@@ -300,11 +333,13 @@ class DateGuard:
             raw: The value the model passed (ISO ``yyyy-mm-dd`` expected).
             transcript: The call's transcript lane; read, never modified.
             tool_name: For the reason text.
+            binding: What binds this parameter (default: the guard's own).
 
         Returns:
-            The check, with citations of the caller's own words.
+            The check, with citations of the caller's own words: for ``ok``, the turn that asked for
+            or agreed to the date and every binding limit it meets.
         """
-        a = self._analyse(transcript)
+        a = self._analyse(transcript, binding)
         said = a.said
         callers = [s for s in said if s.kind is EntryKind.CALLER]
         d = parse_date_argument(raw)
@@ -340,7 +375,8 @@ class DateGuard:
                     )
                     cites = (*last.citations, Citation(s.turn, newer[-1].text))
                     return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason, cites)
-            return DateCheck(DateVerdict.OK, argument, d, f"{d} matches what the caller said.", last.citations)
+            met = self._met(d, a, last)
+            return DateCheck(DateVerdict.OK, argument, d, f"{d} matches what the caller said.", (*last.citations, *met))
 
         named = self._named_limit(d, callers)
         if named is not None:
@@ -356,6 +392,20 @@ class DateGuard:
             return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason,
                              (Citation(s.turn, c.text), Citation(t.turn, moved.text)))
         return self._unconfirmed(argument, d, said, tool_name)
+
+    @staticmethod
+    def _met(d: date, a: _Analysis, statement: _Statement) -> tuple[Citation, ...]:
+        """The caller's standing limits that ``d`` meets (besides the statement itself), as citations."""
+        out: list[Citation] = []
+        for s, c in a.callers:
+            if c is statement.constraint or c.is_positive or not c.allows(d):
+                continue
+            if any(later.index > s.index and supersedes(lc, c) for later, lc in a.corrections):
+                continue
+            cite = Citation(s.turn, c.text)
+            if cite not in out and cite not in statement.citations:
+                out.append(cite)
+        return tuple(out)
 
     @staticmethod
     def _named_limit(
@@ -421,7 +471,13 @@ class DateGuard:
             One check per DATE parameter present, in parameter order.
         """
         return [
-            self.check_date(p.name, arguments[p.name], transcript, tool.name)
+            self.check_date(
+                p.name,
+                arguments[p.name],
+                transcript,
+                tool.name,
+                DateBinding.for_param(tool.name, p.name, p.binds, p.topic),
+            )
             for p in tool.params_of(ParamKind.DATE)
             if p.name in arguments
         ]
@@ -430,3 +486,13 @@ class DateGuard:
 def constraints_in_transcript(transcript: TranscriptLane, reference: date) -> list[tuple[int, DateConstraint]]:
     """Every constraint the caller stated in ``transcript``, as ``(turn, constraint)`` (extraction is cached)."""
     return DateGuard(reference).constraints(transcript)
+
+
+def _in_answer_to(asked: str, c: DateConstraint) -> DateConstraint:
+    """``c`` with the topic and role of the agent's question when the caller's words name neither."""
+    if c.topic is not None and c.role is not None:
+        return c
+    topic, role = c.topic or topic_of(asked), c.role or role_of(asked)
+    if (topic, role) == (c.topic, c.role):
+        return c
+    return replace(c, topic=topic, role=role)

@@ -88,7 +88,8 @@ ISSUE_CREDIT = ToolSpec(
 SCHEDULE_CALLBACK = ToolSpec(
     name="schedule_callback",
     description="Book a callback from a billing specialist on a given weekday.",
-    params=(_ACCOUNT, ToolParam("date", "Callback day, ISO format YYYY-MM-DD.", kind=ParamKind.DATE)),
+    params=(_ACCOUNT, ToolParam("date", "Callback day, ISO format YYYY-MM-DD.", kind=ParamKind.DATE,
+                                binds=("availability",), topic="callback")),
     mutates=True,
     harvest=(
         HarvestField("callback_id", role="callback"),
