@@ -63,6 +63,10 @@ _P_WEEK = re.compile(
     r"|\b(?P<q>this\scoming|this|next|last|coming|the\sfollowing|following)\s(?P<w>week|weekend)\b"
     r"|\bthe\s(?P<w2>weekend)\b"
 )
+_P_WEEK_OF = re.compile(
+    rf"\b(?:the\s)?week\s(?:of|starting|beginning|commencing|from)\s(?:the\s)?(?:monday\s(?:the\s)?)?"
+    rf"(?P<d>\d{{1,2}})(?:th)?(?:\s(?:of\s)?(?P<mon>{_MON}))?\b"
+)
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
 _P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
@@ -76,10 +80,10 @@ _P_MONTH = re.compile(
 _FILLER = (
     r"(?:\s(?:the|on|a|an|any|anything|time|day|date|at|of|about|around|sometime|some|point|so|well|say|like"
     r"|maybe|perhaps|probably|ideally|just|really|uh|um|er|erm|until|for|either|that|this|end|start|beginning"
-    r"|middle|close))*"
+    r"|middle|close|would|be|is|'s|being))*"
 )
 _EXCLUDE_BEFORE = re.compile(
-    r"(?:\bnot|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides"
+    r"(?:\bnot|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
     r"|\b(?:anything|any\s(?:day|time|date)|everything|whenever)\sbut|\bbut\snot|\bno|\bnever|\bavoid|\bskip"
     r"|n't\s(?:do|make|manage|come|be\sthere|be\saround|be\shome|be\sin|be\sfree|be\savailable)"
     r"|\bcannot\s(?:do|make|manage|come)|\bunable\sto\s(?:do|make))" + _FILLER + r"$"
@@ -87,7 +91,8 @@ _EXCLUDE_BEFORE = re.compile(
 _EXCLUDE_AFTER = re.compile(
     r"^(?:'s|is|are|would\sbe|will\sbe|be)?\s?(?:out|no\sgood|bad|not\sgood|impossible|difficult|tricky|a\sno"
     r"|a\sno-go|off|not\spossible|not\sgreat|not\sideal|a\sproblem|taken|full|fully\sbooked|booked"
-    r"|not\san\soption|out\sof\sthe\squestion|a\sbad\sday|no\suse|a\snightmare)\b"
+    r"|not\san\soption|out\sof\sthe\squestion|a\sbad\sday|no\suse|a\snightmare|hopeless|awkward|inconvenient"
+    r"|not\sconvenient|a\swrite-off|a\swrite\soff|no\sgo)\b"
     r"|^(?:doesn't|does\snot|won't|will\snot|wouldn't|would\snot|isn't|is\snot|can't|cannot)\s"
     r"(?:work|suit|do|be\sgood|be\spossible|good|possible|ok|okay|fit)\b"
     r"|^(?:i|we)\s(?:can't|cannot|won't|will\snot|am\snot|have\sno)\b|^(?:i'm|we're)\snot\s(?:free|around|available)"
@@ -98,7 +103,8 @@ _EARLIEST_AFTER = re.compile(
 )
 _LATEST_AFTER = re.compile(r"^(?:or\searlier|or\sbefore|and\sbefore|at\sthe\slatest|at\slatest|latest)\b")
 _CUE = re.compile(
-    r"\b(?P<c>no\slater\sthan|no\searlier\sthan|not\sbefore|not\safter|not\suntil|not\still|up\sto|up\suntil"
+    r"\b(?P<c>(?:no|not|nothing|never)\s(?:any\s)?later\sthan|(?:no|not|nothing|never)\s(?:any\s)?(?:earlier|sooner)\sthan"
+    r"|not\son\sor\sbefore|not\son\sor\safter|on\sor\safter|on\sor\sbefore|not\sbefore|not\safter|not\suntil|not\still|up\sto|up\suntil"
     r"|up\still|prior\sto|ahead\sof|as\sof|starting(?:\sfrom)?|from|until|till|til|through|thru|before|after"
     r"|by|within|since|earliest|latest)\b(?=" + _FILLER + r"$)"
 )
@@ -108,7 +114,8 @@ _NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|
 _BLOCKED = re.compile(
     r"\b(?:away|travel+ing|on\s(?:a\s)?trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
     r"|fully\sbooked|overseas|out\sof\s(?:town|the\scountry|office|the\soffice)|on\sleave|on\sbusiness"
-    r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)"
+    r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)|unreachable|no\ssignal"
+    r"|off\sthe\sgrid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
 )
 _CONJUNCTION = re.compile(r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then)\b")
@@ -130,7 +137,9 @@ _CORRECTION = re.compile(
     r"|let's\smake\sit|better\smake\sit|change\sof\splan|swap\sit\sto)\b"
 )
 _PAST = re.compile(
-    r"\b(?:charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
+    r"\b(?:started|began|had|set\sup|set\sthe|got|came|went|sent|said|told|changed|moved|switched|rang|called"
+    r"|emailed|wrote|signed|joined|opened|closed|cancell?ed|noticed|saw|spotted|promised|back\sin|used\sto"
+    r"|charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
     r"|arrived|ordered|placed|bought|went\sout|came\sout|took|taken|(?:was|were)(?!\s(?:hoping|wondering|thinking|going|planning|wanting|trying|told"
     r"|asked|supposed|meant|saying|looking|expecting)))\b"
 )
@@ -292,6 +301,19 @@ def _week(ctx: _Context, m: re.Match[str]) -> _Expr:
     return _Expr(m.start(), m.end(), lo, hi, "span", week=None if weekend else monday)
 
 
+def _week_of(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    """"the week of the 7th": Monday to Sunday of the week holding that day."""
+    past = ctx.past(m.start())
+    if m["mon"]:
+        d = month_day(int(m["d"]), MONTHS[m["mon"]], None, ctx.reference, past)
+    else:
+        d = day_of_month(int(m["d"]), ctx.reference, past)
+    if d is None:
+        return None
+    monday = week_start(d)
+    return _Expr(m.start(), m.end(), monday, monday + timedelta(days=6), "span", week=monday)
+
+
 def _weekday_of_week(ctx: _Context, m: re.Match[str]) -> _Expr:
     monday = week_start(ctx.reference) + timedelta(days=7 if m["q"] == "next" else 0)
     d = monday + timedelta(days=WEEKDAYS[m["wd"]])
@@ -352,6 +374,7 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_ABS_DM, _abs),
     (_P_ABS_MD, _abs),
     (_P_ORD_OF_REL, _ord_of_month),
+    (_P_WEEK_OF, _week_of),
     (_P_WD_WEEK, _weekday_of_week),
     (_P_BARE_ORD, lambda c, m: _bare_day(c, m, digits_only=False)),
     (_P_THE_CARD, lambda c, m: _bare_day(c, m, digits_only=True)),
@@ -420,8 +443,18 @@ def _mode(pre: str, post: str) -> str:
         return "earliest" if negated else ("until_blocked" if blocked else "until")
     if word in ("before", "prior to", "ahead of"):
         return "earliest" if negated or blocked else "before"
-    if word in ("not before", "no earlier than", "earliest"):
+    if word in ("not before", "earliest", "on or after") or (
+        word.endswith(" than") and ("earlier" in word or "sooner" in word)
+    ):
         return "earliest"
+    if word.endswith(" than") and "later" in word:
+        return "until"
+    if word == "not on or before":
+        return "after_strict"
+    if word == "on or before":
+        return "until"
+    if word == "not on or after":
+        return "before"
     if word == "after":
         return "latest" if negated or blocked else "after"
     if word in ("not after", "latest"):
@@ -502,6 +535,12 @@ def _original(norm: Normalised, start: int, end: int) -> str:
     return norm.original[s:e].strip()
 
 
+def lowered_clause(norm: Normalised, clauses: list[int], e: _Expr) -> str:
+    """The normalised clause that holds ``e``."""
+    start, end = _segment(norm, clauses, _index_of(clauses, e.start))
+    return norm.text[start:end]
+
+
 def _purpose(sentence: str) -> str | None:
     for name, pattern in _PURPOSES:
         if pattern.search(sentence):
@@ -571,7 +610,9 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         else:
             mode = _mode(pre, post)
             if e.explicit_range and mode != "exclude":
-                mode = "on"
+                # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
+                near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
+                mode = "exclude" if _BLOCKED.search(near) or _BLOCKED.search(lowered_clause(norm, clauses, e)) else "on"
         e.mode = mode
         s_index = _index_of(sentences, e.start)
         sentence = _original(norm, *_segment(norm, sentences, s_index))

@@ -190,6 +190,31 @@ def _settle_cardinals(toks: list[Token]) -> list[Token]:
     return out
 
 
+# Contractions as recognisers write them, without the apostrophe ("i cant take calls on wednesdays").
+_ASR_CONTRACTIONS = {
+    "cant": "can't", "dont": "don't", "wont": "won't", "im": "i'm", "ive": "i've", "didnt": "didn't",
+    "doesnt": "doesn't", "isnt": "isn't", "wouldnt": "wouldn't", "couldnt": "couldn't", "shouldnt": "shouldn't",
+    "thats": "that's", "whats": "what's", "youre": "you're", "wasnt": "wasn't", "arent": "aren't",
+    "havent": "haven't", "itll": "it'll", "ill": "i'll", "id": "i'd",
+}
+_SPLIT_SUFFIX = frozenset(("th", "st", "nd", "rd"))
+
+
+def _asr_repairs(toks: list[Token]) -> list[Token]:
+    """Undoes two recogniser habits: dropped apostrophes and a split ordinal ("the 9 th")."""
+    out: list[Token] = []
+    for tok in toks:
+        if out and tok.norm in _SPLIT_SUFFIX and out[-1].norm.isdigit() and len(out[-1].norm) <= 2:
+            out[-1] = Token(out[-1].norm + "th", out[-1].start, tok.end)
+            continue
+        if out and tok.norm == "th" and _CARDINALS.get(out[-1].norm, 0) in range(4, 32):
+            out[-1] = Token(f"{_CARDINALS[out[-1].norm]}th", out[-1].start, tok.end)  # "fourteen th"
+            continue
+        fixed = _ASR_CONTRACTIONS.get(tok.norm)
+        out.append(Token(fixed, tok.start, tok.end) if fixed else tok)
+    return out
+
+
 def normalise(text: str) -> Normalised:
     """Tokenises ``text`` for the date rules.
 
@@ -200,7 +225,7 @@ def normalise(text: str) -> Normalised:
         The normalised form with its map back to ``text``.
     """
     clean = text.replace("’", "'").replace("‘", "'")
-    tokens = _settle_cardinals(_join_numbers(_raw_tokens(clean)))
+    tokens = _settle_cardinals(_join_numbers(_asr_repairs(_raw_tokens(clean))))
     offsets: list[int] = []
     pos = 0
     for tok in tokens:

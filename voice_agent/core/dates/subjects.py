@@ -78,14 +78,23 @@ _UNREACHABLE = _rx(
     r"in\shospital", r"off\sgrid", r"no\ssignal", r"overseas", r"on\sbusiness", r"booked\sup", r"snowed\sunder",
     r"not\s(?:around|available|free|reachable|home|back|in)",
     r"(?:can't|cannot|won't\sbe\sable\sto)\s(?:talk|take\scalls)",
-    r"(?:i'm|i\sam|we're|we\sare|i'll\sbe|i\swill\sbe)\sout",
+    r"(?:i'm|i\sam|we're|we\sare|i'll\sbe|i\swill\sbe)\sout", r"unreachable", r"off\sthe\sgrid",
+    r"in\s(?:surgery|hospital|a\smeeting|meetings|court|class|exams?|theatre|bed)",
+    r"at\s(?:work|the\sdentist|the\sdoctor'?s?)",
+    r"asleep", r"working\s(?:away|nights|late|all\sday|double\sshifts?)", r"work\snights", r"no\sphone",
+    r"hopeless", r"recovering",
 )
+# Hedged: "I might be away next week, not sure yet" states no limit yet.
+_HEDGE = _rx(r"might", r"may\sbe", r"maybe", r"possibly", r"not\ssure", r"perhaps", r"could\sbe", r"not\scertain",
+             r"don't\sknow\syet", r"no\sidea\syet")
+_WINDOW = _rx(r"any", r"anytime", r"only", r"whenever", r"whichever", r"either", r"all")
 # Where the caller will be: a trip is an event, not a blocked day, unless they say they cannot be reached.
 _TRIP = _rx(
     r"fly(?:ing)?\s(?:to|out|in|into|back|home|over)", r"flying", r"trip\sto", r"travel+ing\sto", r"travel\sto",
     r"visit(?:ing)?", r"going\s(?:to|up\sto|down\sto|over\sto)", r"heading\s(?:to|out|up|down)",
     r"driv(?:e|ing)\s(?:to|up|down)",
-    r"(?:be|i'm|i\sam|we're|we'll\sbe|i'll\sbe)\s(?:in|at)\s(?!the\soffice|work|hospital|a\smeeting)[a-z]+",
+    r"(?:be|i'm|i\sam|we're|we'll\sbe|i'll\sbe)\s(?:in|at)\s(?!the\soffice|work|hospital|a\smeeting|meetings|surgery"
+    r"|court|class|exams?|bed|the\sdentist|the\sdoctor|home)[a-z]+",
     r"staying\s(?:in|at|with)", r"wedding", r"conference", r"festival", r"arriv(?:e|ing|es)", r"land(?:s|ing)\sin",
     r"leav(?:e|ing)\sfor", r"back\sfrom", r"moving\s(?:to|house)", r"move\sto\s[a-z]+", r"in\stown",
 )
@@ -93,8 +102,12 @@ _CHARGE = _rx(
     r"bill(?:s|ed|ing)?", r"charg(?:e|es|ed|ing)", r"fees?", r"invoices?", r"statements?", r"payments?", r"paid",
     r"debit(?:s|ed)?", r"direct\sdebit", r"price", r"prices", r"costs?", r"subscriptions?", r"renew(?:al|ed|s)?",
     r"overcharged", r"tariff", r"rose", r"went\sup", r"gone\sup", r"increase[ds]?", r"instal+ments?",
-    r"premium", r"plan", r"rate", r"account\swas", r"taken\sout", r"came\sout", r"went\sout",
+    r"premium", r"plan", r"rate", r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
+    r"balance", r"usage", r"money", r"paperless", r"line\srental", r"meter", r"readings?", r"overdue", r"quid",
+    r"pounds", r"dollars", r"euros", r"cancell?ed", r"refund(?:ed)?", r"took\sthe", r"package", r"contract",
 )
+# Habit, not a date: "every Monday I get a text", "the bill usually comes on a Tuesday".
+_HABIT = _rx(r"every", r"each", r"usually", r"always", r"normally", r"generally", r"typically", r"in\sa\srow")
 # The caller's own later action: a deadline for something else, not a limit on the booking.
 _OWN_DEADLINE = re.compile(
     r"\b(?:i|we)(?:'ll|\swill|\scan|\sshould|'d|\swould|\sneed\sto|\shave\sto|\smust|'ve\sgot\sto)?\s"
@@ -116,7 +129,7 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("car", _rx(r"cars?", r"vans?", r"vehicles?", r"suv", r"sedan", r"hatchback", r"rental", r"hire\scar",
                 r"pick\s?-?\s?up", r"drop\s?-?\s?off")),
     ("hotel", _rx(r"hotels?", r"rooms?", r"check\s?-?\s?in", r"check\s?-?\s?out", r"checking\s(?:in|out)",
-                  r"nights?", r"stay", r"suite", r"airbnb", r"apartment")),
+                  r"(?:\d+|#num|a)\snights?", r"suite", r"airbnb", r"apartment", r"motel", r"b\s?&\s?b")),
     ("flight", _rx(r"flights?", r"fly(?:ing)?", r"plane", r"airline", r"outbound", r"return\sflight")),
     ("bus", _rx(r"bus(?:es)?", r"coach", r"trains?", r"rail")),
     ("event", _rx(r"tickets?", r"shows?", r"concerts?", r"games?", r"match", r"events?", r"gig", r"play")),
@@ -127,7 +140,7 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _START = _rx(r"pick\s?-?\s?(?:it\s)?up", r"collect", r"check\s?-?\s?in", r"checking\sin", r"depart(?:ure|ing)?",
              r"leav(?:e|ing)", r"outbound", r"start(?:ing)?", r"arriv(?:e|al|ing)", r"going\sout", r"fly\sout",
-             r"from\sthe", r"begin(?:ning)?")
+             r"begin(?:ning)?")
 _END = _rx(r"drop\s?-?\s?(?:it\s)?off", r"return(?:ing)?", r"bring\s(?:it|the\s\w+)\sback", r"check\s?-?\s?out",
            r"checking\sout", r"coming\sback", r"come\sback", r"fly(?:ing)?\s(?:back|home)", r"back\shome",
            r"end(?:ing)?", r"keep\s(?:it|the\s\w+)")
@@ -188,7 +201,10 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
     role = role_of(local)
     correction = bool(_CORRECTION.search(sentence))
 
-    if _UNREACHABLE.search(local) and (limit or blocked or not _TRIP.search(local)):
+    if _HEDGE.search(local) and (blocked or _UNREACHABLE.search(local)):
+        return Reading(DateSubject.AVAILABILITY, StatementKind.NONE, None)
+    trip = bool(_TRIP.search(local))
+    if _UNREACHABLE.search(local) and (mode not in ("on", "exclude") or not trip):
         # "I'm away until the 14th", "I'm busy on the 3rd": the caller cannot be reached.
         return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, topic if topic == "callback" else None)
     reach = bool(_REACH.search(local))
@@ -196,10 +212,16 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, topic, role)
     if _CHARGE.search(local) and not (reach or topic == "callback"):
         return Reading(DateSubject.CHARGE_PERIOD, StatementKind.EVENT, None)
-    if _QUESTION_WHY.search(local) or (past and not correction):
+    if _HABIT.search(local) and not limit:
+        return Reading(DateSubject.CHARGE_PERIOD if _CHARGE.search(sentence) else DateSubject.NONE,
+                       StatementKind.NONE, None)
+    if _QUESTION_WHY.search(sentence) or (past and not correction):
         subject = DateSubject.CHARGE_PERIOD if _CHARGE.search(sentence) else DateSubject.NONE
         return Reading(subject, StatementKind.EVENT, topic, role)
-    if _TRIP.search(local) and not _BOOK.search(local) and topic != "callback":
+    if trip and not _BOOK.search(local) and topic != "callback":
+        if limit and mode != "exclude" and _UNREACHABLE.search(sentence):
+            # "I'm at my daughter's till Sunday and there's no signal there": a stay that cuts them off.
+            return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, None)
         return Reading(DateSubject.TRIP, StatementKind.EVENT, None, role)
     if _SMALL_TALK.search(local) and not (reach or _BOOK.search(local) or limit):
         return Reading(DateSubject.NONE, StatementKind.NONE, None)
@@ -215,7 +237,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
         subject = DateSubject.BOOKING
     if correction and not blocked:
         return Reading(subject, StatementKind.CORRECTION, topic, role)
-    if limit:
+    if limit or _WINDOW.search(local):
         return Reading(subject, StatementKind.CONSTRAINT, topic, role)
     return Reading(subject, StatementKind.REQUEST, topic, role)
 

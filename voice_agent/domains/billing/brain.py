@@ -19,8 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voice_agent.agent.brain import BrainReply, ToolCallRequest
-from voice_agent.core.dates import ConstraintKind, DateConstraint, extract_constraints, resolve_corrections
+from voice_agent.core.dates import (
+    ConstraintKind,
+    DateConstraint,
+    extract_constraints,
+    resolve_corrections,
+)
+from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.guards.date_guard import is_affirmation
+from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
 # --- identifier patterns (spoken forms with spaces are normalised to the written form) --------------------------------
 
@@ -311,7 +318,7 @@ def choose_callback_date(
     Returns:
         The chosen day, or None when no weekday in the next 90 days fits.
     """
-    said_now = extract_constraints(latest, reference)
+    said_now = [c for c in extract_constraints(latest, reference) if _CALLBACK_DATE.admits(c)]
     named = [c.start for c in said_now if c.kind is ConstraintKind.ON and c.start is not None]
     if named:
         return named[0]
@@ -319,7 +326,7 @@ def choose_callback_date(
     texts = [*context_texts, latest]
     standing = [c for _, c in resolve_corrections(list(enumerate(texts)), reference)]
     limits: list[DateConstraint] = [
-        c for c in standing if not c.is_positive and c.purpose in (None, "callback")
+        c for c in standing if not c.is_positive and _CALLBACK_DATE.admits(c)
     ]
     for use_windows in (True, False):
         for offset in range(1, _SEARCH_DAYS + 1):
@@ -740,6 +747,10 @@ class BillingReferenceBrain:
 
 
 _PROPOSAL = "I can book a callback for"
+_DATE_PARAM = SCHEDULE_CALLBACK.param("date")
+assert _DATE_PARAM is not None
+_CALLBACK_DATE = DateBinding.for_param(SCHEDULE_CALLBACK.name, _DATE_PARAM.name, _DATE_PARAM.binds, _DATE_PARAM.topic)
+"""What binds a callback's day, as schedule_callback.date declares it: when the caller can be reached."""
 
 
 def _spoken_day(day: dt.date) -> str:
