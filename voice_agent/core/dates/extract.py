@@ -67,6 +67,7 @@ _P_WEEK_OF = re.compile(
     rf"\b(?:the\s)?week\s(?:of|starting|beginning|commencing|from)\s(?:the\s)?(?:monday\s(?:the\s)?)?"
     rf"(?P<d>\d{{1,2}})(?:th)?(?:\s(?:of\s)?(?P<mon>{_MON}))?\b"
 )
+_P_WEEK_ON = re.compile(rf"\ba\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
 _P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
@@ -83,7 +84,7 @@ _FILLER = (
     r"|middle|close|would|be|is|'s|being))*"
 )
 _EXCLUDE_BEFORE = re.compile(
-    r"(?:\bnot|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
+    r"(?:\bnot|\brather\sthan|\binstead\sof|\bbetter\sthan|\bi\ssaid|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
     r"|\b(?:anything|any\s(?:day|time|date)|everything|whenever)\sbut|\bbut\snot|\bno|\bnever|\bavoid|\bskip"
     r"|n't\s(?:do|make|manage|come|be\sthere|be\saround|be\shome|be\sin|be\sfree|be\savailable)"
     r"|\bcannot\s(?:do|make|manage|come)|\bunable\sto\s(?:do|make))" + _FILLER + r"$"
@@ -301,6 +302,17 @@ def _week(ctx: _Context, m: re.Match[str]) -> _Expr:
     return _Expr(m.start(), m.end(), lo, hi, "span", week=None if weekend else monday)
 
 
+def _week_on(ctx: _Context, m: re.Match[str]) -> _Expr:
+    """"a week on Tuesday" (British): the coming Tuesday plus seven days; "a week tomorrow" likewise."""
+    word = m["wd"]
+    if word in ("tomorrow", "today"):
+        base = ctx.reference + timedelta(days=1 if word == "tomorrow" else 0)
+    else:
+        base = weekday_date(WEEKDAYS[word], ctx.reference, None, False)
+    d = base + timedelta(days=7)
+    return _Expr(m.start(), m.end(), d, d, "day")
+
+
 def _week_of(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     """"the week of the 7th": Monday to Sunday of the week holding that day."""
     past = ctx.past(m.start())
@@ -375,6 +387,7 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_ABS_MD, _abs),
     (_P_ORD_OF_REL, _ord_of_month),
     (_P_WEEK_OF, _week_of),
+    (_P_WEEK_ON, _week_on),
     (_P_WD_WEEK, _weekday_of_week),
     (_P_BARE_ORD, lambda c, m: _bare_day(c, m, digits_only=False)),
     (_P_THE_CARD, lambda c, m: _bare_day(c, m, digits_only=True)),
@@ -418,6 +431,9 @@ def _trim_to_conjunction(pre: str) -> str:
 def _cut_at_conjunction(post: str) -> str:
     m = _CONJUNCTION.search(post)
     return post[: m.start()].strip() if m else post
+
+
+_INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it's\s|the\s)?$")
 
 
 def _mode(pre: str, post: str) -> str:
@@ -607,6 +623,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             pre = re.sub(r"\b(?:from|between)$", "", pre).strip()
         if prev is not None and same_clause and _COORDINATION.match(pre):
             mode = prev.mode  # "not Tuesday or Wednesday": the list shares its cue
+        elif e.shape == "day" and _INTERJECTION.match(pre + " ") and not _EXCLUDE_AFTER.search(post):
+            mode = "on"  # "no no the fifteenth": a correction to that day, not a day ruled out
         else:
             mode = _mode(pre, post)
             if e.explicit_range and mode != "exclude":

@@ -97,6 +97,20 @@ _TRIP = _rx(
     r"|court|class|exams?|bed|the\sdentist|the\sdoctor|home)[a-z]+",
     r"staying\s(?:in|at|with)", r"wedding", r"conference", r"festival", r"arriv(?:e|ing|es)", r"land(?:s|ing)\sin",
     r"leav(?:e|ing)\sfor", r"back\sfrom", r"moving\s(?:to|house)", r"move\sto\s[a-z]+", r"in\stown",
+    r"off\sto", r"on\sthe\sroad", r"cruise", r"stag\sdo", r"hen\sdo", r"flight\shome", r"flies", r"leaves\sfrom",
+)
+# Someone else's plans, or a thing's dates, say nothing about the caller: "my daughter flies in on the 12th".
+_THIRD_PARTY = re.compile(
+    r"^\W*(?:my|our|his|her|their|the)\s(?:\w+\s)?(?:son|daughter|wife|husband|partner|mum|mom|dad"
+    r"|brother|sister|friend|boss|kids?|family|parents|neighbou?r|colleague)s?\b"
+)
+_HELD_THING = re.compile(
+    r"\b(?:need|have|keep|keeping|borrow\w*|got|rent\w*|hire\w*|booked|lend\w*|using|use)\s(?:the|a|my|our|his|her"
+    r"|their)\s(?P<thing>[a-z]+)"
+)
+_THING_DEADLINE = re.compile(
+    r"\b(?:credit|refund|cheque|check|router|parcel|package|payment|money|transfer|letter|card|form|paperwork"
+    r"|documents?|trial|offer|promo(?:tion)?|warranty|contract|deal|discount)s?\b"
 )
 _CHARGE = _rx(
     r"bill(?:s|ed|ing)?", r"charg(?:e|es|ed|ing)", r"fees?", r"invoices?", r"statements?", r"payments?", r"paid",
@@ -113,7 +127,7 @@ _OWN_DEADLINE = re.compile(
     r"\b(?:i|we)(?:'ll|\swill|\scan|\sshould|'d|\swould|\sneed\sto|\shave\sto|\smust|'ve\sgot\sto)?\s"
     r"(?:let\syou\sknow|get\sback\sto\syou|decide|confirm|send|email|e-mail|post|upload|pay|sort|think\sabout"
     r"|check|find\sout|have\san\sanswer|talk\sto|ask|call\syou|ring\syou|phone\syou|come\sback\sto\syou|return"
-    r"|submit|fill|sign|book|finish|hand\sin|drop\sit)\b"
+    r"|submit|fill|sign|book|finish|hand\sin|drop\sit|call|ring|phone|contact|speak\sto|see)\b"
     r"|\b(?:due|deadline|expires?|expiry|runs\sout|valid\suntil|valid\still)\b"
 )
 _BOOK = _rx(
@@ -126,10 +140,11 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("callback", _rx(r"call(?:\sme)?\s?back", r"callbacks?", r"ring\s(?:me\s)?back", r"call\sme", r"ring\sme",
                      r"phone\sme", r"give\sme\sa\s(?:call|ring|bell)", r"get\sback\sto\sme", r"reach\sme",
                      r"contact\sme", r"catch\sme", r"try\sme", r"follow\sup")),
-    ("car", _rx(r"cars?", r"vans?", r"vehicles?", r"suv", r"sedan", r"hatchback", r"rental", r"hire\scar",
+    ("car", _rx(r"cars?", r"vans?", r"vehicles?", r"suv", r"trucks?", r"minibus", r"sedan", r"hatchback", r"rental", r"hire\scar",
                 r"pick\s?-?\s?up", r"drop\s?-?\s?off")),
     ("hotel", _rx(r"hotels?", r"rooms?", r"check\s?-?\s?in", r"check\s?-?\s?out", r"checking\s(?:in|out)",
-                  r"(?:\d+|#num|a)\snights?", r"suite", r"airbnb", r"apartment", r"motel", r"b\s?&\s?b")),
+                  r"(?:\d+|#num|a)\snights?", r"suite", r"airbnb", r"apartment", r"motel", r"b\s?&\s?b",
+                  r"cottage", r"villa", r"flat", r"cabin", r"lodge", r"chalet")),
     ("flight", _rx(r"flights?", r"fly(?:ing)?", r"plane", r"airline", r"outbound", r"return\sflight")),
     ("bus", _rx(r"bus(?:es)?", r"coach", r"trains?", r"rail")),
     ("event", _rx(r"tickets?", r"shows?", r"concerts?", r"games?", r"match", r"events?", r"gig", r"play")),
@@ -207,7 +222,16 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
     if _UNREACHABLE.search(local) and (mode not in ("on", "exclude") or not trip):
         # "I'm away until the 14th", "I'm busy on the 3rd": the caller cannot be reached.
         return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, topic if topic == "callback" else None)
-    reach = bool(_REACH.search(local))
+    reach = bool(_REACH.search(local)) and not _THIRD_PARTY.search(local)
+    if _THIRD_PARTY.search(local) and not _REACH.search(local):
+        return Reading(DateSubject.NONE, StatementKind.EVENT, None)
+    held = _HELD_THING.search(local)
+    if held and limit and not reach:
+        # "I need the van till the 8th", "we have the cottage until the 3rd": that thing's dates.
+        return Reading(DateSubject.BOOKING, StatementKind.CONSTRAINT, topic_of(held["thing"]) or held["thing"], role)
+    if limit and _THING_DEADLINE.search(local) and not reach:
+        # "please have the credit applied by the 20th": a deadline for something else.
+        return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, None)
     if _OWN_DEADLINE.search(local) and not (reach and topic == "callback" and not _own_call(local)):
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, topic, role)
     if _CHARGE.search(local) and not (reach or topic == "callback"):
