@@ -105,12 +105,13 @@ _EARLIEST_AFTER = re.compile(
 _LATEST_AFTER = re.compile(r"^(?:or\searlier|or\sbefore|and\sbefore|at\sthe\slatest|at\slatest|latest)\b")
 _CUE = re.compile(
     r"\b(?P<c>(?:no|not|nothing|never)\s(?:any\s)?later\sthan|(?:no|not|nothing|never)\s(?:any\s)?(?:earlier|sooner)\sthan"
-    r"|not\son\sor\sbefore|not\son\sor\safter|on\sor\safter|on\sor\sbefore|not\sbefore|not\safter|not\suntil|not\still|up\sto|up\suntil"
+    r"|not\sbefore|not\safter|not\suntil|not\still|up\sto|up\suntil"
     r"|up\still|prior\sto|ahead\sof|as\sof|starting(?:\sfrom)?|from|until|till|til|through|thru|before|after"
     r"|by|within|since|earliest|latest)\b(?=" + _FILLER + r"$)"
 )
 _UNTIL_AFTER = re.compile(r"\b(?:until|till|til|unless\sit's|only)\s(?:some\stime\s|sometime\s|well\s|way\s)?after"
                           + _FILLER + r"$")
+_ON_OR = re.compile(r"\b(?P<c>(?:not\s)?on\sor\s(?:before|after))" + _FILLER + r"$")
 _NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|good))\b|n't\b")
 _BLOCKED = re.compile(
     r"\b(?:away|travel+ing|on\s(?:a\s)?trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
@@ -444,6 +445,11 @@ def _mode(pre: str, post: str) -> str:
         return "earliest"
     if _LATEST_AFTER.search(post):
         return "until"
+    on_or = _ON_OR.search(pre)
+    if on_or:  # "not on or before the 4th": the "or" here joins two cues, it does not start a new clause
+        return {"not on or before": "after_strict", "on or before": "until", "not on or after": "before"}.get(
+            on_or.group("c"), "earliest"
+        )
     near = _trim_to_conjunction(pre)
     if _UNTIL_AFTER.search(near):
         # "don't call me until after the 14th", "not till after the 14th": the 15th at the earliest.
@@ -459,18 +465,12 @@ def _mode(pre: str, post: str) -> str:
         return "earliest" if negated else ("until_blocked" if blocked else "until")
     if word in ("before", "prior to", "ahead of"):
         return "earliest" if negated or blocked else "before"
-    if word in ("not before", "earliest", "on or after") or (
+    if word in ("not before", "earliest") or (
         word.endswith(" than") and ("earlier" in word or "sooner" in word)
     ):
         return "earliest"
     if word.endswith(" than") and "later" in word:
         return "until"
-    if word == "not on or before":
-        return "after_strict"
-    if word == "on or before":
-        return "until"
-    if word == "not on or after":
-        return "before"
     if word == "after":
         return "latest" if negated or blocked else "after"
     if word in ("not after", "latest"):
