@@ -41,6 +41,8 @@ class CallState:
     summary: EpisodeSummary = field(init=False, default_factory=EpisodeSummary)
     drop_log: DropLog = field(init=False, default_factory=DropLog)
     turn: int = field(init=False, default=0)
+    unsummarized_from: int | None = field(init=False, default=None)
+    """First turn handed to a summary pass still running in the background: it stays raw until the pass lands."""
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(capacity=self.ledger_capacity)
@@ -65,8 +67,13 @@ class CallState:
         self.transcript.append_agent(max(self.turn, 1), text, interrupted=interrupted)
 
     def raw_entries(self) -> list[TranscriptEntry]:
-        """Transcript entries kept verbatim right now (never fewer than the last K turns)."""
+        """Transcript entries kept verbatim right now (never fewer than the last K turns).
+
+        Turns a background summary pass is still folding count as unsummarized until it lands.
+        """
         first = self.tracker.raw_from(max(self.turn, 1))
+        if self.unsummarized_from is not None:
+            first = min(first, self.unsummarized_from)
         return self.transcript.in_turns(first, self.turn)
 
     def recent_entries(self) -> list[TranscriptEntry]:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from loguru import logger
+
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass, facts_present
+from voice_agent.core.policy import Regeneration
 from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import Summarizer, SummaryRequest
 
@@ -41,9 +49,21 @@ class Compactor:
 
     async def on_turn_start(self, state: CallState, context_tokens: int | None = None) -> SummaryPass | None:
         """Regenerates the summary if due at the start of ``state.turn``; returns the pass."""
-        regeneration = state.tracker.on_turn_start(state.turn, context_tokens)
+        regeneration = self.schedule(state, context_tokens)
         if regeneration is None:
             return None
+        return await self.run(state, regeneration)
+
+    def schedule(self, state: CallState, context_tokens: int | None = None) -> Regeneration | None:
+        """The pass due at the start of ``state.turn``, if any (steps the policy tracker; runs nothing)."""
+        return state.tracker.on_turn_start(state.turn, context_tokens)
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Runs one scheduled pass on the summary and ledger as they are now, and logs its drops.
+
+        In the background this may start turns after it was scheduled: the turns it folds are fixed by
+        ``regeneration``, the previous summary is the one the last landed pass left.
+        """
         leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
         tracked = tracked_facts(state)
         # Keyed like the drop log ("ledger:order#2"), so several entries of one role stay apart.
@@ -67,3 +87,75 @@ class Compactor:
             {f"ledger:{role}": n for role, n in scrubbed.items()},
         )
         return SummaryPass(regeneration.turn, text_in, text_out, event)
+
+
+PassRunner = Callable[[Regeneration], Awaitable[SummaryPass]]
+"""Runs one scheduled pass (a policy's ``run`` bound to its call state)."""
+
+
+class BackgroundPasses:
+    """Runs a call's summary passes off the turn: the turn that schedules a pass does not wait for it.
+
+    Passes run one after another, in schedule order, each from the summary the previous one left. The
+    turns a pass folds stay raw (``CallState.unsummarized_from``) until it lands, so nothing leaves the
+    context before its summary is in. A pass that raises is logged and its turns are released as if it
+    had kept the previous summary (what every summarizer does when it fails).
+
+    Args:
+        state: The call's lanes.
+        on_landed: Called with each pass when it lands (e.g. the session's pass log).
+    """
+
+    def __init__(self, state: CallState, on_landed: Callable[[SummaryPass], None]) -> None:
+        self.state = state
+        self.on_landed = on_landed
+        self._pending: deque[Regeneration] = deque()
+        self._tasks: list[asyncio.Task[SummaryPass | None]] = []
+
+    @property
+    def in_flight(self) -> int:
+        """Passes scheduled and not yet landed."""
+        return len(self._pending)
+
+    def _release(self) -> None:
+        self._pending.popleft()
+        self.state.unsummarized_from = self._pending[0].first if self._pending else None
+
+    def start(self, regeneration: Regeneration, run: PassRunner) -> asyncio.Task[SummaryPass | None]:
+        """Schedules ``run(regeneration)`` after every pass already started; returns at once."""
+        self._pending.append(regeneration)
+        self.state.unsummarized_from = self._pending[0].first
+        previous = self._tasks[-1] if self._tasks else None
+
+        async def chained() -> SummaryPass | None:
+            if previous is not None:
+                await asyncio.wait([previous])  # its outcome is its own; this pass needs only its summary
+            try:
+                summary_pass = await run(regeneration)
+            except asyncio.CancelledError:
+                self._release()
+                raise
+            except Exception:  # a broken pass must not take the call down
+                logger.exception("summary pass of turn {} failed; its turns leave the window unsummarized",
+                                 regeneration.turn)
+                self._release()
+                return None
+            self._release()
+            landed = replace(summary_pass, landed_turn=self.state.turn)
+            self.on_landed(landed)
+            return landed
+
+        task = asyncio.create_task(chained(), name=f"summary-pass-{regeneration.turn}")
+        self._tasks = [t for t in self._tasks if not t.done()] + [task]
+        return task
+
+    async def drain(self) -> None:
+        """Waits until every started pass has landed (end of a call, tests)."""
+        while self._tasks:
+            tasks, self._tasks = self._tasks, []
+            await asyncio.wait(tasks)
+
+    def cancel(self) -> None:
+        """Cancels every pass not yet landed (the call ended)."""
+        for task in self._tasks:
+            task.cancel()

@@ -53,6 +53,13 @@ class SummaryPass:
     text_in: str
     text_out: str
     event: DropEvent
+    landed_turn: int | None = None
+    """The turn in progress when a background pass landed; None: it ran inline, at ``turn``."""
+
+    @property
+    def landed(self) -> int:
+        """The turn from which the new summary was in the context."""
+        return self.turn if self.landed_turn is None else self.landed_turn
 
 
 def facts_present(text: str, tracked: Mapping[str, str]) -> frozenset[str]:

@@ -111,6 +111,9 @@ _CUE = re.compile(
 )
 _UNTIL_AFTER = re.compile(r"\b(?:until|till|til|unless\sit's|only)\s(?:some\stime\s|sometime\s|well\s|way\s)?after"
                           + _FILLER + r"$")
+_EXTREME_LEAD = re.compile(
+    r"\b(?P<c>earliest|soonest|latest)\b(?:\s[\w']+){0,4}\s(?:is|would\sbe|'s|be|will\sbe)(?:\s(?:the|on))?$"
+)
 _ON_OR = re.compile(r"\b(?P<c>(?:not\s)?on\sor\s(?:before|after))" + _FILLER + r"$")
 _NEG = re.compile(r"\b(?:not|never|nothing|none|cannot|unable|no\s(?:way|chance|good))\b|n't\b")
 _BLOCKED = re.compile(
@@ -445,6 +448,9 @@ def _mode(pre: str, post: str) -> str:
         return "earliest"
     if _LATEST_AFTER.search(post):
         return "until"
+    lead = _EXTREME_LEAD.search(pre)
+    if lead:  # "the earliest I can do is the 12th", "latest would be the 22nd"
+        return "earliest" if lead.group("c") in ("earliest", "soonest") else "until"
     on_or = _ON_OR.search(pre)
     if on_or:  # "not on or before the 4th": the "or" here joins two cues, it does not start a new clause
         return {"not on or before": "after_strict", "on or before": "until", "not on or after": "before"}.get(

@@ -68,7 +68,9 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 # Being reached, or not: the subject of a callback.
 _REACH = _rx(
     r"call(?:s|ed|ing)?", r"ring(?:s|ing)?", r"phone(?:s|d)?", r"reach(?:ed)?", r"contact(?:ed)?", r"get\shold",
-    r"speak", r"talk", r"call\s?backs?", r"get\sback\sto\sme", r"free", r"available", r"availability",
+    r"speak", r"talk", r"call\s?backs?", r"get\sback\sto\sme",
+    r"(?:i'm|i\sam|we're|be|i'll\sbe|i'd\sbe)\s(?:\w+\s)?free",
+    r"free\s(?:on|from|after|any|all|most|every)", r"available", r"availability",
     r"around", r"home", r"in\sthe\soffice", r"pick\sup\sthe\sphone", r"answer", r"catch\sme", r"try\sme",
     r"reachable", r"unreachable", r"hear\sfrom\syou", r"follow\sup",
 )
@@ -116,7 +118,8 @@ _CHARGE = _rx(
     r"bill(?:s|ed|ing)?", r"charg(?:e|es|ed|ing)", r"fees?", r"invoices?", r"statements?", r"payments?", r"paid",
     r"debit(?:s|ed)?", r"direct\sdebit", r"price", r"prices", r"costs?", r"subscriptions?", r"renew(?:al|ed|s)?",
     r"overcharged", r"tariff", r"rose", r"went\sup", r"gone\sup", r"increase[ds]?", r"instal+ments?",
-    r"premium", r"plan", r"rate", r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
+    r"premium", r"rate",
+    r"(?:phone|data|price|payment|family|mobile|broadband|tv|pricing|monthly)\splan", r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
     r"balance", r"usage", r"money", r"paperless", r"line\srental", r"meter", r"readings?", r"overdue", r"quid",
     r"pounds", r"dollars", r"euros", r"cancell?ed", r"refund(?:ed)?", r"took\sthe", r"package", r"contract",
 )

@@ -22,12 +22,16 @@ from voice_agent.core.transcript import EntryKind, TranscriptLane
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
-    r"^\W*(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
+    r"(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
+    r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
     r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
     r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme)\b"
 )
 _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
+    r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
 )
 _REFUSE = re.compile(r"\b(?:no|nope|not|n't|never|actually|instead|rather)\b|n't\b")
 
@@ -391,7 +395,7 @@ class DateGuard:
             )
             return DateCheck(DateVerdict.SUPERSEDED, argument, d, reason,
                              (Citation(s.turn, c.text), Citation(t.turn, moved.text)))
-        return self._unconfirmed(argument, d, said, tool_name)
+        return self._unconfirmed(argument, d, said, tool_name, a.callers)
 
     @staticmethod
     def _met(d: date, a: _Analysis, statement: _Statement) -> tuple[Citation, ...]:
@@ -430,7 +434,14 @@ class DateGuard:
                 found = (s, c, later)
         return found
 
-    def _unconfirmed(self, argument: str, d: date, said: list[_Said], tool_name: str) -> DateCheck:
+    def _unconfirmed(
+        self,
+        argument: str,
+        d: date,
+        said: list[_Said],
+        tool_name: str,
+        binding_callers: list[tuple[_Said, DateConstraint]],
+    ) -> DateCheck:
         ask = f"Confirm the date with the caller before calling {tool_name}."
         for i, s in enumerate(said):
             if s.kind is EntryKind.AGENT and any(c.kind is ConstraintKind.ON and c.start == d for c in s.constraints):
@@ -443,7 +454,7 @@ class DateGuard:
                 reason = f"The agent proposed {d} on turn {s.turn} but the caller did not agree ({heard}). {ask}"
                 return DateCheck(DateVerdict.UNCONFIRMED, argument, d, reason, tuple(cites))
         callers = [s for s in said if s.kind is EntryKind.CALLER]
-        dated = [(s, c) for s in callers for c in s.constraints]
+        dated = list(binding_callers)  # only statements about this date: never small talk
         if dated:
             s, c = min(dated, key=lambda sc: (_distance(d, sc[1]), -sc[0].index))
             reason = (
