@@ -119,7 +119,8 @@ _CHARGE = _rx(
     r"debit(?:s|ed)?", r"direct\sdebit", r"price", r"prices", r"costs?", r"subscriptions?", r"renew(?:al|ed|s)?",
     r"overcharged", r"tariff", r"rose", r"went\sup", r"gone\sup", r"increase[ds]?", r"instal+ments?",
     r"premium", r"rate",
-    r"(?:phone|data|price|payment|family|mobile|broadband|tv|pricing|monthly)\splan", r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
+    r"(?:phone|data|price|payment|family|mobile|broadband|tv|pricing|monthly)\splan",
+    r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
     r"balance", r"usage", r"money", r"paperless", r"line\srental", r"meter", r"readings?", r"overdue", r"quid",
     r"pounds", r"dollars", r"euros", r"cancell?ed", r"refund(?:ed)?", r"took\sthe", r"package", r"contract",
 )
