@@ -6,12 +6,17 @@ copies of the call:
 
 * ``stale``: the date is replaced by a value the caller stated for the same slot and
   later replaced (``other_values_stated_for_slot``, resolved against the call's
-  reference date);
+  reference date by :func:`resolve_wording`);
 * ``limit``: for a fact stated with an "until" phrase (``prose_limit_phrase``), a
-  date on the wrong side of that limit (two days after a "need it until X" limit;
-  inside a blocked "away until X" span);
+  date on the wrong side of that limit: two days after the limit the fact's own
+  ``canonical`` holds ("need it until March 10th" -> 2019-03-10 -> 2019-03-12);
 * ``unrelated``: a date 9 to 45 days away from the recorded one that nothing in the
   call mentions (seeded).
+
+The perturbed values come from the record's own annotations, read with
+``dateparser`` and plain date arithmetic, never from the date engine
+(:mod:`voice_agent.core.dates`) that the guard under test is built on: an engine
+cannot then pass its own test by misreading the caller and the perturbation alike.
 
 A perturbation is caught when the verdict is not ``ok``. The recorded actions
 themselves should pass: a verdict other than ``ok`` there is a false alarm, and
@@ -53,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from voice_agent.core.dates import ConstraintKind, extract_constraints
+from voice_agent.core.dates import extract_constraints
 from voice_agent.core.guards.date_guard import DateVerdict, parse_date_argument
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
@@ -67,10 +72,77 @@ UNRELATED_DAYS = (9, 45)
 """How far (in days, either way) an unrelated date lies from the recorded one."""
 
 
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_SPELLED = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+            "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
+            "twentieth")
+_SPELLED_DAYS = {
+    **{w: i + 1 for i, w in enumerate(_SPELLED)},
+    **{f"twenty {w}": 21 + i for i, w in enumerate(_SPELLED[:9])},
+    **{f"twenty-{w}": 21 + i for i, w in enumerate(_SPELLED[:9])},
+    "thirtieth": 30, "thirty first": 31, "thirty-first": 31,
+}
+_BARE_ORDINAL = re.compile(
+    r"^(?:the\s+)?(\d{1,2}(?:st|nd|rd|th)?|" + "|".join(sorted(_SPELLED_DAYS, key=len, reverse=True))
+    + r")(?:\s+of\s+(this|next)\s+month)?$")
+_WEEKDAY_NEXT_WEEK = re.compile(r"^(?:(\w+day)\s+(?:of\s+)?next\s+week|next\s+week(?:\s+on)?\s+(\w+day))$")
+# A wording names a day only with one of these; "10:30" or "1 pm" (which dateparser reads as today) does not.
+_DAY_CUE = re.compile(
+    r"\d{1,2}(?:st|nd|rd|th)\b|\d{4}-\d{2}-\d{2}|\b(?:today|tomorrow|tonight|"
+    + "|".join(_WEEKDAYS) + "|" + "|".join(_MONTHS) + "|" + "|".join(m[:3] for m in _MONTHS) + r")\b"
+)
+
+
+def _month_day(year: int, month: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
 def resolve_wording(text: str, reference: dt.date) -> dt.date | None:
-    """The single day a caller's wording names ("next Monday", "the 11th"), or None."""
-    days = [c.start for c in extract_constraints(text, reference) if c.kind is ConstraintKind.ON and c.start]
-    return days[0] if days else None
+    """The single day a caller's wording names ("next Monday", "the 11th"), or None.
+
+    Read with ``dateparser`` (``RELATIVE_BASE`` = ``reference``, ``PREFER_DATES_FROM`` = future), never with the
+    date engine under test. Three forms dateparser misreads are read here first: a bare ordinal ("the 11th",
+    "1st of this month", "the fourteenth": that day of the reference month, or of the next month once it has
+    passed; dateparser takes "the 11th" for November), "<weekday> next week" (that weekday of the next
+    Monday-to-Sunday week; dateparser reads nothing) and a month and day with no year that dateparser pushes a year
+    ahead when it is the reference day itself ("March 1st" on 2019-03-01). Times and spans ("10:30", "next week",
+    "March") name no single day: None.
+    """
+    from dateparser.date import DateDataParser
+
+    wording = " ".join(text.lower().replace(",", " ").split()).strip(" .!?")
+    bare = _BARE_ORDINAL.match(wording)
+    if bare:
+        token, which = bare.group(1), bare.group(2)
+        number = _SPELLED_DAYS[token] if token in _SPELLED_DAYS else int(re.sub(r"\D", "", token))
+        year, month = reference.year, reference.month
+        if which == "next" or (which is None and number < reference.day):
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+        return _month_day(year, month, number)
+    in_week = _WEEKDAY_NEXT_WEEK.match(wording)
+    if in_week:
+        name = in_week.group(1) or in_week.group(2)
+        if name in _WEEKDAYS:
+            monday = reference + dt.timedelta(days=7 - reference.weekday())
+            return monday + dt.timedelta(days=_WEEKDAYS.index(name))
+        return None
+    if not _DAY_CUE.search(wording):
+        return None
+    parser = DateDataParser(languages=["en"], settings={
+        "RELATIVE_BASE": dt.datetime.combine(reference, dt.time()), "PREFER_DATES_FROM": "future"})
+    data = parser.get_date_data(wording)
+    if data.date_obj is None or data.period != "day":
+        return None
+    day: dt.date = data.date_obj.date()
+    earlier = _month_day(day.year - 1, day.month, day.day)
+    if day > reference and earlier is not None and earlier >= reference:
+        return earlier
+    return day
 
 
 def stale_dates(fact: Fact, recorded: dt.date, reference: dt.date) -> list[dt.date]:
@@ -84,17 +156,14 @@ def stale_dates(fact: Fact, recorded: dt.date, reference: dt.date) -> list[dt.da
 
 
 def limit_violation(record: Scenario, fact: Fact, reference: dt.date) -> dt.date | None:
-    """A date outside the "until" limit the caller stated with ``fact``, or None when none is read."""
-    if not fact.prose_limit_phrase or not 0 <= fact.stated_turn < len(record.turns):
+    """Two days past the "until" limit of ``fact``, taken from its annotated ``canonical``; None without one.
+
+    ``record`` and ``reference`` are not read: the limit is the annotation's, not a reading of the caller's words.
+    """
+    if not fact.prose_limit_phrase:
         return None
-    constraints = extract_constraints(record.turns[fact.stated_turn].text, reference)
-    limits = [c for c in constraints if c.end is not None and c.kind in (
-        ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.RANGE)]
-    if not limits:
-        return None
-    limit = limits[-1]
-    assert limit.end is not None
-    return limit.end if limit.blocked else limit.end + dt.timedelta(days=2)
+    limit = parse_date_argument(fact.canonical)
+    return limit + dt.timedelta(days=2) if limit is not None else None
 
 
 def unrelated_date(recorded: dt.date, mentioned: set[dt.date], rng: random.Random) -> dt.date:
