@@ -158,10 +158,11 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"viewing", r"come\s(?:round|over|out)")),
     ("delivery", _rx(r"deliver(?:y|ed)?", r"shipping", r"ship(?:ped)?", r"courier", r"parcel")),
 )
-_START = _rx(r"pick\s?-?\s?(?:it\s)?up", r"collect", r"check\s?-?\s?in", r"checking\sin", r"depart(?:ure|ing)?",
+_START = _rx(r"pick(?:ing)?\s?-?\s?(?:it\s)?up", r"collect", r"check\s?-?\s?in", r"checking\sin", r"depart(?:ure|ing)?",
              r"leav(?:e|ing)", r"outbound", r"start(?:ing)?", r"arriv(?:e|al|ing)", r"going\sout", r"fly\sout",
              r"begin(?:ning)?")
-_END = _rx(r"drop\s?-?\s?(?:it\s)?off", r"return(?:ing)?", r"bring\s(?:it|the\s\w+)\sback", r"check\s?-?\s?out",
+_END = _rx(r"drop(?:ping)?\s?-?\s?(?:it\s)?off", r"return(?:ing)?", r"bring\s(?:it|the\s\w+)\sback",
+           r"check\s?-?\s?out",
            r"checking\sout", r"coming\sback", r"come\sback", r"fly(?:ing)?\s(?:back|home)", r"back\shome",
            r"end(?:ing)?", r"keep\s(?:it|the\s\w+)")
 _CORRECTION = re.compile(
@@ -177,7 +178,8 @@ _CORRECTION = re.compile(
     r"|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twent|thirt)"
 )
 _SMALL_TALK = _rx(
-    r"weather", r"rain(?:ed|ing)?", r"snow(?:ed|ing)?", r"sunny", r"birthday", r"anniversary", r"christmas",
+    r"weather(?:'s|\shas|\swas)\sbeen", r"weather\swas", r"rained", r"snowed", r"birthday", r"anniversary",
+    r"christmas",
     r"new\syear", r"holidays\sare", r"kids", r"school", r"long\sweek", r"crazy\sweek", r"busy\sweek", r"weekend\swas",
     r"how\swas", r"how\sare", r"hope\syou", r"have\sa\s(?:good|great|nice|lovely)", r"enjoy", r"match\swas",
     r"game\swas", r"football", r"traffic", r"news",
