@@ -59,8 +59,17 @@ def test_check_dates_acceptance() -> None:
                                  "she is travelling until the 14th", "my account number is 4729 18", "--json"])
     assert result.exit_code == 0
     first, second = json.loads(result.stdout)["results"]
-    assert [c["end"] for c in first["constraints"]] == ["2026-12-14"]
-    assert second["constraints"] == []
+    assert [s["constraint"]["end"] for s in first["statements"]] == ["2026-12-14"]
+    assert [(s["subject"], s["kind"]) for s in first["statements"]] == [("availability", "constraint")]
+    assert second["statements"] == []
+
+
+def test_check_dates_prints_the_verdict_with_its_citation() -> None:
+    result = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-30", "I'm flying to Denver on the 3rd",
+                                 "don't call me until after the 14th", "--date", "2026-12-10"])
+    assert result.exit_code == 0
+    assert "trip" in result.stdout and "2026-12-10: conflict" in result.stdout
+    assert "turn 2: \"don't call me until after the 14th\"" in result.stdout
 
 
 def test_check_dates_text_and_bad_reference() -> None:
