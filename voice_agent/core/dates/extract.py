@@ -64,10 +64,10 @@ _P_WEEK = re.compile(
     r"|\bthe\s(?P<w2>weekend)\b"
 )
 _P_WEEK_OF = re.compile(
-    rf"\b(?:the\s)?week\s(?:of|starting|beginning|commencing|from)\s(?:the\s)?(?:monday\s(?:the\s)?)?"
-    rf"(?P<d>\d{{1,2}})(?:th)?(?:\s(?:of\s)?(?P<mon>{_MON}))?\b"
+    rf"\b(?:the\s)?week\s(?:of|starting|beginning|commencing|from)\s(?:the\s)?(?:monday\s(?:,\s)?(?:the\s)?)?"
+    rf"(?:(?P<mon2>{_MON})\s(?:the\s)?)?(?P<d>\d{{1,2}})(?:th)?(?:\s(?:of\s)?(?P<mon>{_MON}))?\b"
 )
-_P_WEEK_ON = re.compile(rf"\ba\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
+_P_WEEK_ON = re.compile(rf"\b(?:a|1)\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
 _P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
@@ -142,7 +142,7 @@ _CORRECTION = re.compile(
     r"|let's\smake\sit|better\smake\sit|change\sof\splan|swap\sit\sto)\b"
 )
 _PAST = re.compile(
-    r"\b(?:started|began|had|set\sup|set\sthe|got|came|went|sent|said|told|changed|moved|switched|rang|called"
+    r"\b(?:started|began|had|set\sup|set\sthe|got|came|went|sent|changed|moved|switched|rang|called"
     r"|emailed|wrote|signed|joined|opened|closed|cancell?ed|noticed|saw|spotted|promised|back\sin|used\sto"
     r"|charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
     r"|arrived|ordered|placed|bought|went\sout|came\sout|took|taken|(?:was|were)(?!\s(?:hoping|wondering|thinking|going|planning|wanting|trying|told"
@@ -320,8 +320,9 @@ def _week_on(ctx: _Context, m: re.Match[str]) -> _Expr:
 def _week_of(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     """"the week of the 7th": Monday to Sunday of the week holding that day."""
     past = ctx.past(m.start())
-    if m["mon"]:
-        d = month_day(int(m["d"]), MONTHS[m["mon"]], None, ctx.reference, past)
+    month = m["mon"] or m["mon2"]
+    if month:
+        d = month_day(int(m["d"]), MONTHS[month], None, ctx.reference, past)
     else:
         d = day_of_month(int(m["d"]), ctx.reference, past)
     if d is None:
@@ -440,13 +441,17 @@ def _cut_at_conjunction(post: str) -> str:
 _INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it's\s|the\s)?$")
 
 
-def _mode(pre: str, post: str) -> str:
-    """What the cue words around one expression make of it."""
+def _mode(pre: str, post: str, *, followed: bool = False) -> str:
+    """What the cue words around one expression make of it.
+
+    ``followed``: another date comes later in the clause, so "and before" after this one
+    introduces that date ("after the 14th and before the 25th"), not "the 14th or before".
+    """
     if _EXCLUDE_BEFORE.search(pre) or _EXCLUDE_AFTER.search(post):
         return "exclude"
-    if _EARLIEST_AFTER.search(post):
+    if not followed and _EARLIEST_AFTER.search(post):
         return "earliest"
-    if _LATEST_AFTER.search(post):
+    if not followed and _LATEST_AFTER.search(post):
         return "until"
     lead = _EXTREME_LEAD.search(pre)
     if lead:  # "the earliest I can do is the 12th", "latest would be the 22nd"
@@ -531,6 +536,10 @@ def _boundaries(norm: Normalised) -> tuple[list[int], list[int]]:
             continue
         if tok.norm == "," and i + 1 < len(tokens) and _YEAR_TOKEN.fullmatch(tokens[i + 1].norm):
             continue
+        if tok.norm == "," and 0 < i < len(tokens) - 1 and tokens[i - 1].norm in WEEKDAYS and (
+            tokens[i + 1].norm in MONTHS or tokens[i + 1].norm[:1].isdigit() or tokens[i + 1].norm == "the"
+        ):
+            continue  # "Wednesday, August 25th": one date, not two clauses
         clauses.append(off)
         if tok.norm not in ",:":
             sentences.append(off)
@@ -632,7 +641,7 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         elif e.shape == "day" and _INTERJECTION.match(pre + " ") and not _EXCLUDE_AFTER.search(post):
             mode = "on"  # "no no the fifteenth": a correction to that day, not a day ruled out
         else:
-            mode = _mode(pre, post)
+            mode = _mode(pre, post, followed=bool(nxt))
             if e.explicit_range and mode != "exclude":
                 # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
                 near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)

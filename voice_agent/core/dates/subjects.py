@@ -110,9 +110,14 @@ _HELD_THING = re.compile(
     r"\b(?:need|have|keep|keeping|borrow\w*|got|rent\w*|hire\w*|booked|lend\w*|using|use)\s(?:the|a|my|our|his|her"
     r"|their)\s(?P<thing>[a-z]+)"
 )
+# A clause whose subject is a product or offer: "my free trial of the calling bundle runs until the 29th".
+_THING_SUBJECT = re.compile(
+    r"^\W*(?:my|the|our|your|this|that)\s(?:[\w-]+\s){0,5}?(?:trial|offer|contract|discount|deal|bundle|plan|package"
+    r"|subscription|warranty|promotion|promo|price|rate|tariff)s?\b(?!\s(?:me|you))"
+)
 _THING_DEADLINE = re.compile(
     r"\b(?:credit|refund|cheque|check|router|parcel|package|payment|money|transfer|letter|card|form|paperwork"
-    r"|documents?|trial|offer|promo(?:tion)?|warranty|contract|deal|discount)s?\b"
+    r"|documents?|trial|offer|promo(?:tion)?|warranty|contract|deal|discount|bundle)s?\b"
 )
 _CHARGE = _rx(
     r"bill(?:s|ed|ing)?", r"charg(?:e|es|ed|ing)", r"fees?", r"invoices?", r"statements?", r"payments?", r"paid",
@@ -236,7 +241,10 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
     if held and limit and not reach:
         # "I need the van till the 8th", "we have the cottage until the 3rd": that thing's dates.
         return Reading(DateSubject.BOOKING, StatementKind.CONSTRAINT, topic_of(held["thing"]) or held["thing"], role)
-    if limit and _THING_DEADLINE.search(local) and not reach:
+    if blocked and not _BOOK.search(local) and not _THIRD_PARTY.search(local) and not _CHARGE.search(local):
+        # "Not the fifteenth please, I've got a hospital appointment": the caller rules the day out.
+        return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, topic if topic == "callback" else None)
+    if limit and (_THING_DEADLINE.search(local) or _THING_SUBJECT.match(local)) and not _asks_call(local):
         # "please have the credit applied by the 20th": a deadline for something else.
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, None)
     if _OWN_DEADLINE.search(local) and not (reach and topic == "callback" and not _own_call(local)):
@@ -271,6 +279,11 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
     if limit or _WINDOW.search(local):
         return Reading(subject, StatementKind.CONSTRAINT, topic, role)
     return Reading(subject, StatementKind.REQUEST, topic, role)
+
+
+def _asks_call(local: str) -> bool:
+    """Whether the caller asks to be called ("call me", "ring me back"), not just says a calling word."""
+    return topic_of(local) == "callback"
 
 
 def _own_call(local: str) -> bool:
