@@ -46,7 +46,10 @@ def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
     if later.correction:
         # A new named day replaces the old one; a limit or exclusion only one of its own kind
         # ("sorry, not Tuesdays, Wednesdays" replaces the Tuesday rule, not "avoid Mondays").
-        return family(later) == "when" or later.kind is earlier.kind
+        if family(later) == "when":
+            # A new day replaces the day asked for before, not the only window the caller allowed.
+            return not (earlier.statement is StatementKind.CONSTRAINT and later.kind is ConstraintKind.ON)
+        return later.kind is earlier.kind
     if later.kind is ConstraintKind.ON and earlier.kind is ConstraintKind.ON:
         # Without a cue, only when both say what they are for: two bare days may be two ends of one trip.
         said_for = (later.role is not None and later.role == earlier.role) or (

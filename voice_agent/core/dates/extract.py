@@ -120,7 +120,7 @@ _BLOCKED = re.compile(
     r"\b(?:away|travel+ing|on\s(?:a\s)?trip|abroad|holidays?|vacation|busy|unavailable|hospital|tied\sup|booked\sup"
     r"|fully\sbooked|overseas|out\sof\s(?:town|the\scountry|office|the\soffice)|on\sleave|on\sbusiness"
     r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)|unreachable|no\ssignal"
-    r"|off\sthe\sgrid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
+    r"|off\s(?:the\s)?grid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
 )
 _CONJUNCTION = re.compile(r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then)\b")

@@ -84,7 +84,7 @@ _UNREACHABLE = _rx(
     r"in\s(?:surgery|hospital|a\smeeting|meetings|court|class|exams?|theatre|bed)",
     r"at\s(?:work|the\sdentist|the\sdoctor'?s?)",
     r"asleep", r"working\s(?:away|nights|late|all\sday|double\sshifts?)", r"work\snights", r"no\sphone",
-    r"hopeless", r"recovering",
+    r"hopeless", r"recovering", r"off\s(?:the\s)?grid",
 )
 # Hedged: "I might be away next week, not sure yet" states no limit yet.
 _HEDGE = _rx(r"might", r"may\sbe", r"maybe", r"possibly", r"not\ssure", r"perhaps", r"could\sbe", r"not\scertain",
@@ -150,8 +150,8 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
                      r"phone\sme", r"give\sme\sa\s(?:call|ring|bell)", r"get\sback\sto\sme", r"reach\sme",
                      r"contact\sme", r"catch\sme", r"try\sme", r"follow\sup")),
     ("car", _rx(r"cars?", r"vans?", r"vehicles?", r"suv", r"trucks?", r"minibus", r"sedan", r"hatchback", r"rental",
-                r"hire\scar",
-                r"pick\s?-?\s?up", r"drop\s?-?\s?off")),
+                r"hire\scar", r"pick\s?-?\s?(?:it|the\s\w+)\s?up", r"drop\s?-?\s?(?:it|the\s\w+)\soff",
+                r"pick-?up\s(?:date|time|location)", r"drop-?off")),
     ("hotel", _rx(r"hotels?", r"rooms?", r"check\s?-?\s?in", r"check\s?-?\s?out", r"checking\s(?:in|out)",
                   r"(?:\d+|#num|a)\snights?", r"suite", r"airbnb", r"apartment", r"motel", r"b\s?&\s?b",
                   r"cottage", r"villa", r"flat", r"cabin", r"lodge", r"chalet")),

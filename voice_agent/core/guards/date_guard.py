@@ -501,8 +501,8 @@ def constraints_in_transcript(transcript: TranscriptLane, reference: date) -> li
 
 def _in_answer_to(asked: str, c: DateConstraint) -> DateConstraint:
     """``c`` with the topic and role of the agent's question when the caller's words name neither."""
-    if c.topic is not None and c.role is not None:
-        return c
+    if (c.topic is not None and c.role is not None) or not c.is_positive:
+        return c  # a limit says what it is about itself; only a bare day answers the question
     topic, role = c.topic or topic_of(asked), c.role or role_of(asked)
     if (topic, role) == (c.topic, c.role):
         return c
