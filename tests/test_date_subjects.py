@@ -155,3 +155,25 @@ def test_asr_forms(text: str) -> None:
     statements = read_statements(text, REFERENCE)
     assert statements and statements[0].subject is DateSubject.AVAILABILITY
     assert statements[0].kind is StatementKind.CONSTRAINT
+
+
+def test_a_weekday_rule_taken_back_no_longer_binds() -> None:
+    t = lane(("caller", "Fridays are no good for me, that's my dialysis day."), ("agent", "Noted."),
+             ("caller", "Sorry, I got that wrong earlier, Fridays are OK, it's Tuesdays that are bad."),
+             ("caller", "Can you do Friday the 11th?"))
+    assert callback("2026-12-11", t)[0] is DateVerdict.OK
+    assert callback("2026-12-08", t)[0] is DateVerdict.CONFLICT  # a Tuesday
+
+
+def test_an_agreed_date_then_corrected_is_superseded() -> None:
+    t = lane(("agent", "I can book a callback for Thursday the 10th."), ("caller", "Yep."),
+             ("agent", "Done."), ("caller", "Oh wait, scratch that, the 11th is better for me."))
+    assert callback("2026-12-10", t)[0] is DateVerdict.SUPERSEDED
+    assert callback("2026-12-11", t)[0] is DateVerdict.OK
+
+
+@pytest.mark.parametrize("reply", ["That's right.", "OK, book it.", "uh yeah that should be fine", "Perfect."])
+def test_a_readback_confirmed_is_agreement(reply: str) -> None:
+    t = lane(("caller", "Not before the 9th."), ("agent", "So that's a callback on Thursday the 10th, is that right?"),
+             ("caller", reply))
+    assert callback("2026-12-10", t)[0] is DateVerdict.OK

@@ -90,7 +90,7 @@ _EXCLUDE_BEFORE = re.compile(
     r"|\bcannot\s(?:do|make|manage|come)|\bunable\sto\s(?:do|make))" + _FILLER + r"$"
 )
 _EXCLUDE_AFTER = re.compile(
-    r"^(?:'s|is|are|would\sbe|will\sbe|be)?\s?(?:out|no\sgood|bad|not\sgood|impossible|difficult|tricky|a\sno"
+    r"^(?:that\s|which\s)?(?:'s|is|are|would\sbe|will\sbe|be)?\s?(?:out|no\sgood|bad|not\sgood|impossible|difficult|tricky|a\sno"
     r"|a\sno-go|off|not\spossible|not\sgreat|not\sideal|a\sproblem|taken|full|fully\sbooked|booked"
     r"|not\san\soption|out\sof\sthe\squestion|a\sbad\sday|no\suse|a\snightmare|hopeless|awkward|inconvenient"
     r"|not\sconvenient|a\swrite-off|a\swrite\soff|no\sgo)\b"
@@ -701,3 +701,22 @@ def extract_constraints(text: str, reference: date) -> list[DateConstraint]:
 def clear_cache() -> None:
     """Drops cached extractions (for benchmarks of the cold path)."""
     _extract.cache_clear()
+
+
+_WEEKDAYS_OK = re.compile(
+    rf"\b(?P<wd>{_WD})s\s(?:are\s|is\s|'re\s)?(?:ok|okay|fine|good|alright|all\sright|free|no\sproblem|not\sa\sproblem)\b"
+    rf"|\b(?P<wd2>{_WD})s\s(?:work|suit)\b"
+)
+
+
+def weekdays_allowed(text: str) -> set[int]:
+    """Weekdays the caller now says are fine ("sorry, Fridays are OK, it's Tuesdays that are bad").
+
+    A later utterance like this lifts an earlier "no Fridays".
+    """
+    found: set[int] = set()
+    for m in _WEEKDAYS_OK.finditer(normalise(text).text):
+        name = m["wd"] or m["wd2"]
+        if name in WEEKDAYS:
+            found.add(WEEKDAYS[name])
+    return found

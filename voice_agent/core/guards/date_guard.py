@@ -16,7 +16,8 @@ from typing import Any
 
 from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint, extract_constraints, supersedes
 from voice_agent.core.dates.binding import DateBinding
-from voice_agent.core.dates.subjects import role_of, topic_of
+from voice_agent.core.dates.extract import weekdays_allowed
+from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
@@ -24,6 +25,7 @@ _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
     r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
     r"(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"|that's\s(?:right|correct|it)|that\sis\s(?:right|correct)|correct|exactly|spot\son|please\sdo|book\sit"
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
     r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
     r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
@@ -240,7 +242,8 @@ class DateGuard:
             if len(proposed) == 1 and reply is not None and is_affirmation(reply.text):
                 day = next(iter(proposed))
                 said_yes = DateConstraint(
-                    ConstraintKind.ON, day, day, None, reply.text, topic=topic_of(s.text), role=role_of(s.text)
+                    ConstraintKind.ON, day, day, None, reply.text, topic=topic_of(s.text), role=role_of(s.text),
+                    statement=StatementKind.REQUEST,
                 )
                 cites = (Citation(s.turn, s.text), Citation(reply.turn, reply.text))
                 agreed.append(_Statement(reply.index, said_yes, cites))
@@ -300,6 +303,15 @@ class DateGuard:
             lifted = any(
                 later.index > s.index and (supersedes(lc, c) or (lc.is_positive and lc.contains(d)))
                 for later, lc in a.corrections
+            ) or (
+                c.kind is ConstraintKind.EXCLUDE_WEEKDAY
+                and c.weekday is not None
+                and any(
+                    later.index > s.index
+                    and later.kind is EntryKind.CALLER
+                    and c.weekday in weekdays_allowed(later.text)
+                    for later in a.said
+                )
             )
             if not lifted:
                 out.append((s, c))
