@@ -12,7 +12,10 @@ if [ ! -x "$VENV/bin/python" ] || [ "$want" != "$have" ]; then
   echo "[setup] preparing $VENV (first run or pyproject.toml changed; takes a few minutes)" >&2
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev,audio]" >&2
+  # local-summarizer compiles llama.cpp once (pip caches the wheel); portable flags, or it can crash with
+  # "Illegal instruction" on another CPU.
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev,audio,local-summarizer]" >&2
   echo "$want" > "$STAMP"
   echo "[setup] done" >&2
 fi

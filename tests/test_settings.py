@@ -153,7 +153,7 @@ def test_fault_summarizer_is_not_a_settings_choice(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "fault")
     message = error_of()
     assert message.startswith("settings: summarizer.kind='fault' in the environment (VOICE_AGENT_SUMMARIZER__KIND)")
-    assert "'extractive' or 'llm'" in message
+    assert "'extractive', 'llm' or 'local'" in message
 
 
 def test_removed_fault_keys_are_unknown(tmp_path: Path) -> None:

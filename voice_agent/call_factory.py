@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipecat.services.llm_service import LLMService
@@ -22,7 +22,7 @@ from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
-from voice_agent.services.factory import make_llm, make_summarizer
+from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings
 
@@ -47,6 +47,8 @@ def session_config(settings: Settings) -> SessionConfig:
             strict_after_turn=guard.strict_after_turn,
         ),
         llm_recovery=llm_recovery_config(settings),
+        # Only an explicit setting here; build_session adds the default of the summarizer it builds.
+        summary_in_background=settings.summarizer.background is True,
     )
 
 
@@ -107,6 +109,9 @@ def build_session(
     config = session_config(settings)
     if summarizer is None and config.policy is not PolicyName.WINDOW:
         summarizer = make_summarizer(settings, llm)
+        # A slow summarizer (local: 15-35 s a pass) runs off the turn unless the settings say otherwise;
+        # a summarizer put in by the caller (a simulation's instrument) runs inline unless they say so.
+        config = replace(config, summary_in_background=summarizer_choice(settings).background)
     return CallSession(domain, config, summarizer, call_id=call_id)
 
 

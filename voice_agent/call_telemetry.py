@@ -44,7 +44,7 @@ def turn_attributes(session: CallSession, turn: int) -> dict[str, Any]:
         for lane, tokens in context.lane_tokens.items():
             attrs[f"tokens.{lane}"] = tokens
     for summary_pass in session.summary_passes:
-        if summary_pass.turn == turn:
+        if summary_pass.landed == turn:  # a background pass reports on the turn it landed in
             attrs.update(summary_pass.event.span_attributes())
     for key, value in session.retrieval_by_turn.get(turn, {}).items():
         attrs[f"retrieval.{key}"] = value

@@ -42,13 +42,17 @@ def policy(
     needed: Annotated[int, typer.Option("--needed", help="Turn the fact is needed on.")] = 31,
     retention: Annotated[float, typer.Option("--retention", help="R: per-pass retention of the summarizer.")] = 0.9,
     facts: Annotated[int, typer.Option("--facts", help="N independent facts carried together.")] = 1,
+    capture: Annotated[
+        float | None, typer.Option("--capture", help="C: chance the first pass takes the fact in, when measured "
+                                   "apart from R (survival C*R^(n-1)); default: R, i.e. R^n.")
+    ] = None,
     alignments: Annotated[bool, typer.Option("--alignments", help="Slide the stated turn over 1..2S.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Computes how many summary rewrites a fact goes through, and its odds of surviving them."""
     try:
         report = policy_report(
-            PolicyQuestion(keep, every, stated, needed, retention, facts), alignments=alignments
+            PolicyQuestion(keep, every, stated, needed, retention, facts, capture), alignments=alignments
         )
     except PolicyError as exc:
         fail(str(exc))
@@ -295,6 +299,11 @@ def show_config(
     except SettingsError as exc:
         fail(str(exc))
     print(json.dumps(settings.model_dump(mode="json"), indent=2, default=str))
+    from voice_agent.services.factory import summarizer_choice
+
+    chosen = summarizer_choice(settings)  # an unset summarizer.kind is resolved per machine: say how
+    print(f"summarizer: {chosen.kind} ({chosen.reason}; passes "
+          f"{'in the background' if chosen.background else 'inline'})", file=sys.stderr)
 
 
 def _mount_subcommands() -> None:

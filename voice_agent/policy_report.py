@@ -19,6 +19,8 @@ class PolicyQuestion:
     needed: int
     retention: float
     facts: int = 1
+    capture: float | None = None
+    """Measured capture at the first pass, when it differs from ``retention`` (None: the same)."""
 
     def validate(self) -> ContextPolicy:
         """Checks the question and returns its policy.
@@ -33,6 +35,8 @@ class PolicyQuestion:
             raise PolicyError(f"--needed ({self.needed}) must not come before --stated ({self.stated})")
         if not 0.0 <= self.retention <= 1.0:
             raise PolicyError(f"--retention must lie in [0, 1], got {self.retention}")
+        if self.capture is not None and not 0.0 <= self.capture <= 1.0:
+            raise PolicyError(f"--capture must lie in [0, 1], got {self.capture}")
         if self.facts < 1:
             raise PolicyError(f"--facts must be at least 1, got {self.facts}")
         return policy
@@ -42,13 +46,14 @@ def policy_report(question: PolicyQuestion, *, alignments: bool = False) -> dict
     """Computes the schedule, counts and survival figures for ``question``."""
     policy = question.validate()
     schedule = rewrite_schedule(policy, question.stated, question.needed)
-    survival = Survival(question.retention, len(schedule), question.facts)
+    survival = Survival(question.retention, len(schedule), question.facts, question.capture)
     report: dict[str, Any] = {
         "keep": policy.keep,
         "every": policy.every,
         "stated": question.stated,
         "needed": question.needed,
         "retention": question.retention,
+        "capture": question.capture,
         "facts": question.facts,
         "schedule": schedule,
         "rewrites": len(schedule),
@@ -74,7 +79,10 @@ def render_policy_report(report: dict[str, Any]) -> str:
         f"fact stated on turn {report['stated']}, needed on turn {report['needed']}",
         f"regenerations that rewrite it: {schedule}",
         f"rewrites: {report['rewrites']} (closed-form bound ceil((T2-T1-K)/S) = {report['bound']})",
-        f"survival at R={report['retention']:g}: {report['survival'] * 100:.1f} %",
+        (f"survival at R={report['retention']:g}: {report['survival'] * 100:.1f} %"
+         if report.get("capture") is None else
+         f"survival at capture {report['capture']:g} on the first pass, then R={report['retention']:g} "
+         f"per later pass: {report['survival'] * 100:.1f} %"),
     ]
     if report["facts"] > 1:
         lines.append(

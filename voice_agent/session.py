@@ -14,6 +14,7 @@ from loguru import logger
 
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig
 from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
@@ -71,6 +72,9 @@ class SessionConfig:
     ledger_capacity: int = 64
     output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
     llm_recovery: LLMRecoveryConfig = field(default_factory=LLMRecoveryConfig)
+    summary_in_background: bool = False
+    """Run summary passes off the turn: the reply never waits for one, the turns it folds stay raw until it
+    lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements."""
 
 
 class CallSession:
@@ -124,6 +128,7 @@ class CallSession:
         self.pending_retrieval: dict[str, Any] = {}
         self.retrieval_by_turn: dict[int, dict[str, Any]] = {}
         self.summary_passes: list[SummaryPass] = []
+        self.background_passes = BackgroundPasses(self.state, self.summary_passes.append)
         self.guard_events: list[GuardEvent] = []
         self.output_blocks: list[tuple[int, str]] = []
         # Every failed LLM attempt (a timeout or an error) and what followed, from the LLM watchdog.
@@ -149,6 +154,7 @@ class CallSession:
         return {
             "policy": self.policy.name, "keep": self.config.keep, "every": self.config.every,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
+            "summary_in_background": self.config.summary_in_background,
             "ledger_capacity": self.config.ledger_capacity,
             "reference_date": self.config.reference_date.isoformat(),
             "output_guard": {"max_credit": guard.max_credit, "late_max_credit": guard.late_max_credit,
@@ -175,10 +181,20 @@ class CallSession:
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
+        if self.config.summary_in_background:
+            regeneration = self.policy.schedule(self.state)
+            if regeneration is not None:
+                policy, state = self.policy, self.state
+                self.background_passes.start(regeneration, lambda r: policy.run(state, r))
+            return turn
         summary_pass = await self.policy.on_turn_start(self.state)
         if summary_pass is not None:
             self.summary_passes.append(summary_pass)
         return turn
+
+    async def settle_summaries(self) -> None:
+        """Waits for every background summary pass to land (a no-op inline)."""
+        await self.background_passes.drain()
 
     def _ledger_caller_identifiers(self, turn: int, text: str) -> None:
         """Identifiers the caller just said enter the ledger, unverified, with the words they came in.
@@ -265,7 +281,11 @@ class CallSession:
             )
 
     def close(self) -> None:
-        """Ends the call: any tool call still without a result is recorded as cancelled."""
+        """Ends the call: any tool call still without a result is recorded as cancelled.
+
+        A summary pass still running in the background is cancelled: nobody will read its summary.
+        """
+        self.background_passes.cancel()
         for entry in self.state.transcript.pending_tool_calls():
             self.cancel_tool(entry.tool_name or "", entry.tool_call_id or "")
 

@@ -89,20 +89,36 @@ class SummarizerConfig(_Section):
     """The summary-lane summarizer.
 
     Attributes:
-        kind: ``extractive`` (offline, deterministic, no model) or ``llm`` (the conversation LLM, or
-            one built from the ``llm`` section). The fault-injecting summarizer of the simulation is
-            not a choice here: a configured call never runs it.
+        kind: ``extractive`` (offline, deterministic, no model), ``llm`` (the conversation LLM, or
+            one built from the ``llm`` section) or ``local`` (an in-process llama.cpp model, from the
+            ``local-summarizer`` install extra). Unset: ``local`` when that extra is installed, else
+            ``extractive`` (the call factory logs which and why). The fault-injecting summarizer of the
+            simulation is not a choice here: a configured call never runs it.
         max_lines: ``extractive``: newest lines kept per summary section.
         max_words: ``extractive``: words kept per line.
         timeout_secs: Longest an ``llm`` summary pass may take before the previous summary is kept.
-        max_tokens: Output token budget of one ``llm`` summary pass.
+        max_tokens: Output token budget of one ``llm`` or ``local`` summary pass.
+        local_model: ``local``: the model, a key of ``config/local_models.toml``.
+        local_timeout_secs: Longest a ``local`` pass may take (queueing included) before the previous
+            summary is kept.
+        local_temperature: ``local`` sampling temperature (0: greedy).
+        local_seed: ``local`` sampling seed (matters above temperature 0).
+        local_threads: CPU threads of the ``local`` model; unset: all cores but one.
+        background: Run summary passes off the turn, so a reply never waits for one; unset: on for
+            ``local`` (a pass takes 15-35 s), off otherwise.
     """
 
-    kind: Literal["extractive", "llm"] = "extractive"
+    kind: Literal["extractive", "llm", "local"] | None = None
     max_lines: int = Field(default=12, ge=1)
     max_words: int = Field(default=30, ge=1)
     timeout_secs: float = Field(default=20.0, gt=0.0)
     max_tokens: int = Field(default=1024, ge=1)
+    local_model: str = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    local_timeout_secs: float = Field(default=120.0, gt=0.0)
+    local_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    local_seed: int = 0
+    local_threads: int | None = Field(default=None, ge=1)
+    background: bool | None = None
 
 
 class PolicyConfig(_Section):
@@ -333,6 +349,7 @@ OTHER_ENV_NAMES = frozenset({
     "VOICE_AGENT_CALLS_TOKEN",  # serve: bearer token of GET /calls
     "VOICE_AGENT_LOG_LEVEL",  # the CLI's log level
     "VOICE_AGENT_CACHE_DIR",  # retrieval's embedding cache
+    "VOICE_AGENT_SKIP_LOCAL_MODEL",  # tests: =1 skips the real local-model pass where the extra is not installed
 })
 """``VOICE_AGENT_*`` variables that are read directly, not settings."""
 

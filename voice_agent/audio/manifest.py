@@ -8,22 +8,17 @@ message (what is wrong and the pip command that fixes it). Nothing is ever downl
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
-import threading
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from voice_agent.model_manifest import read_model_tables, sha256_of
 
 MANIFEST_PATH = Path(__file__).resolve().parents[2] / "config" / "audio_models.toml"
 """The manifest shipped with the project."""
 
-_CHUNK = 1 << 20
-_verified: dict[tuple[str, int, int], str] = {}
-_lock = threading.Lock()
 
 
 class AudioModelError(RuntimeError):
@@ -65,13 +60,7 @@ def load_manifest(path: Path | str = MANIFEST_PATH) -> dict[str, ModelSpec]:
         AudioModelError: The file is missing or malformed.
     """
     source = Path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise AudioModelError(f"audio model manifest {source}: {exc}") from exc
-    models = data.get("models")
-    if not isinstance(models, dict) or not models:
-        raise AudioModelError(f"audio model manifest {source}: no [models.*] tables")
+    models = read_model_tables(source, "audio model manifest", AudioModelError)
     out: dict[str, ModelSpec] = {}
     for name, table in models.items():
         try:
@@ -97,24 +86,6 @@ def _module_dir(module: str) -> Path | None:
     if locations:
         return Path(locations[0])
     return Path(spec.origin).parent if spec.origin else None
-
-
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file (cached per process by path, size and mtime)."""
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    with _lock:
-        cached = _verified.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    value = digest.hexdigest()
-    with _lock:
-        _verified[key] = value
-    return value
 
 
 def verify_spec(spec: ModelSpec) -> Path:

@@ -4,7 +4,8 @@ Mount it on the main app with ``app.add_typer(eval_app, name="eval")``. Then:
 
 * ``voice-agent eval FILE.jsonl [options]`` (the ``replay`` command is the default);
 * ``voice-agent eval compaction-safety TRACE [options]``;
-* ``voice-agent eval retention REPORT... [--json PATH]``.
+* ``voice-agent eval retention REPORT... [--json PATH]``;
+* ``voice-agent eval retention --summarizer local [--calls N] [--passes N]`` (a real summarizer, measured).
 """
 
 from __future__ import annotations
@@ -329,12 +330,49 @@ def print_retention(report: dict[str, Any], out: Console = console) -> None:
 
 @eval_app.command("retention")
 def retention_command(
-    reports: Annotated[list[Path], typer.Argument(help="JSON reports or traces carrying drop logs.")],
+    reports: Annotated[
+        list[Path] | None, typer.Argument(help="JSON reports or traces carrying drop logs (not with --summarizer).")
+    ] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON result here.")] = None,
+    summarizer: Annotated[
+        str | None, typer.Option("--summarizer", help="Measure a real summarizer instead: local (the packaged model; "
+                                 "15-35 s a pass) or extractive (calibrates the presence rule). Reports capture at "
+                                 "the first pass, intake, survival per pass, identifier leaks, inversions.")
+    ] = None,
+    sources: Annotated[
+        str, typer.Option("--sources", help="--summarizer: scenarios, paraphrases, sgd, comma list.")
+    ] = "scenarios,paraphrases,sgd",
+    calls: Annotated[int | None, typer.Option("--calls", help="--summarizer: at most N calls per source.")] = None,
+    passes: Annotated[int | None, typer.Option("--passes", help="--summarizer: at most N passes per call.")] = None,
+    keep: Annotated[int, typer.Option("--keep", help="--summarizer: K, recent turns kept raw.")] = 6,
+    every: Annotated[int, typer.Option("--every", help="--summarizer: S, the regeneration cadence.")] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="--summarizer: SGD sample and sampling seed.")] = 0,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="--summarizer local: sampling temperature (default: "
+                                   "settings).")
+    ] = None,
+    sgd: Annotated[Path | None, typer.Option("--sgd", help="--summarizer: the public SGD calls (JSON Lines).")] = None,
 ) -> None:
-    """Per-pass retention R per fact kind with a 95% Wilson interval, from drop logs."""
+    """Per-pass retention R per fact kind with a 95% Wilson interval, from drop logs (or measured: --summarizer)."""
     from voice_agent.evaluation.retention import retention_report
 
+    if summarizer is not None:
+        from voice_agent.evaluation import real_retention
+
+        try:
+            measured = real_retention.run_measurement(
+                summarizer, sources=[s.strip() for s in sources.split(",") if s.strip()], calls=calls, passes=passes,
+                keep=keep, every=every, seed=seed, temperature=temperature, sgd_path=sgd or real_retention.SGD_PATH,
+                out=console)
+        except (OSError, ValueError) as exc:
+            _fail(str(exc))
+        real_retention.print_report(measured, console)
+        if json_path is not None:
+            json_path.write_text(json.dumps(measured, indent=1), encoding="utf-8")
+            console.print(f"report written to {json_path}")
+        return
+    if not reports:
+        _fail("give report files carrying drop logs, or --summarizer local|extractive to measure one")
     try:
         report = retention_report(reports)
     except (OSError, ValueError) as exc:
@@ -342,6 +380,155 @@ def retention_command(
     print_retention(report)
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def _rate_cell(body: dict[str, Any] | None, *, hits_first: bool = True) -> str:
+    if not body or not body.get("n"):
+        return "-"
+    k = body.get("hits", body.get("correct", 0))
+    return f"{k}/{body['n']} {_pct(body['rate'])}" if hits_first else _pct(body["rate"])
+
+
+def _mark(met: bool | None) -> str:
+    return "-" if met is None else "[green]met[/]" if met else "[red]missed[/]"
+
+
+def print_dates(report: dict[str, Any], *, show_failures: int = 10, out: Console = console) -> None:
+    """The terminal summary of ``voice-agent eval dates``: calls per class with targets, SGD beside, sentences."""
+    from voice_agent.evaluation.date_eval import TARGETS
+
+    engine = report["engine"]
+    out.print(f"[bold]date guard evaluation[/]: guard {engine['guard']}; statements {engine['read_statements']}")
+    out.print(f"[dim]{report['turn_numbering']}[/]")
+    calls = report.get("calls")
+    if calls:
+        title = (f"Date guard on {calls['calls']} generated calls ({report['inputs']['calls']}; "
+                 f"{calls['records']} records: {calls['roles']})")
+        table = Table(title=title)
+        table.add_column("class")
+        for target in TARGETS:
+            table.add_column(f"{target.short} ({target.describe()})", justify="right")
+        table.add_column("stale: superseded", justify="right")
+        table.add_column("bad: constraint cited", justify="right")
+        rows = [*calls["by_class"].items(), ("[bold]all[/]", calls["all"])]
+        for index, (name, cell) in enumerate(rows):
+            if index == len(rows) - 1:
+                table.add_section()
+            table.add_row(name, *[_rate_cell(cell[t.metric]) for t in TARGETS], _rate_cell(cell["stale_superseded"]),
+                          _rate_cell(cell["bad_cited"]))
+        table.add_row("[bold]target[/]", *[_mark(t.met(calls["all"][t.metric]["rate"])) for t in TARGETS], "", "")
+        out.print(table)
+        features = Table(title="The same, by call feature (a call counts under each of its features)")
+        features.add_column("feature")
+        for target in TARGETS:
+            features.add_column(target.short, justify="right")
+        for name, cell in calls["by_feature"].items():
+            features.add_row(name, *[_rate_cell(cell[t.metric]) for t in TARGETS])
+        out.print(features)
+        out.print(f"verdicts by twin: {calls['verdicts']}")
+        for f in calls["failures"][:show_failures]:
+            cites = "; ".join(f"turn {c['turn']}: {c['words']!r}" for c in f["citations"])
+            out.print(f"  [red]{f['what']}[/] {f['call']} ({f['class']}) date={f['date']} verdict={f['verdict']} "
+                      f"expected cite turns {f['expected_cite_turns']} [dim](cited: {cites}; {f['reason']})[/]")
+        if len(calls["failures"]) > show_failures:
+            out.print(f"  ... {len(calls['failures']) - show_failures} more failing records in the JSON report")
+    side = Table(title="Generated calls beside the SGD perturbation audit")
+    for column in ("metric", "target", "generated", "", "SGD", "", "SGD figure"):
+        side.add_column(column, justify="left" if column in ("metric", "SGD figure") else "right")
+    for row in report["targets"]:
+        side.add_row(row["label"], row["target"], f"{_pct(row['generated'])} (n={row['generated_n']})",
+                     _mark(row["met"]), _pct(row["sgd"]), _mark(row["sgd_met"]), row["sgd_note"])
+    out.print(side)
+    sgd = report.get("sgd")
+    if sgd and sgd.get("error"):
+        out.print(f"[yellow]SGD not scored:[/] {sgd['error']}")
+    elif sgd:
+        unrelated = (sgd.get("perturbed") or {}).get("unrelated") or {}
+        out.print(f"SGD {sgd['file']}: {sgd['records']} calls; unrelated-date perturbation caught "
+                  f"{_pct(unrelated.get('rate'))} (n={unrelated.get('n', 0)})")
+    sentences = report.get("sentences")
+    if sentences:
+        table = Table(title=f"Labelled sentences ({sentences['n']}, {report['inputs']['sentences']})")
+        columns = (("subject", "subject"), ("kind", "kind"), ("topic", "topic"), ("probes", "probes (statements)"),
+                   ("guard_probes", "probes (guard)"), ("guard_ruled_out_refused", "guard: ruled-out not ok"),
+                   ("guard_free_kept", "guard: free not blocked"), ("agreement", "agreement (guard)"))
+        table.add_column("class")
+        table.add_column("n", justify="right")
+        for _, label in columns:
+            table.add_column(label, justify="right")
+        rows = [*sentences["by_class"].items(), ("[bold]all[/]", sentences["all"])]
+        for index, (name, cell) in enumerate(rows):
+            if index == len(rows) - 1:
+                table.add_section()
+            table.add_row(name, str(cell["n"]), *[_rate_cell(cell[m]) for m, _ in columns])
+        out.print(table)
+        by_metric: dict[str, list[dict[str, Any]]] = {}
+        for f in sentences["failures"]:
+            by_metric.setdefault(f["metric"], []).append(f)
+        for metric, fails in by_metric.items():
+            shown = f" (first {min(len(fails), show_failures)}):" if show_failures else ""
+            out.print(f"[bold]{len(fails)} sentence miss(es) on {metric}[/]{shown}")
+            for f in fails[:show_failures]:
+                out.print(f"  {f['class']}: {f['text']!r} ({f['tool']}, ref {f['reference_date']}) expected "
+                          f"{f['expected']}, got {f['got']}")
+    seconds = report["seconds"]
+    out.print(f"[dim]time: sentences {seconds['sentences']:.1f}s, calls {seconds['calls']:.1f}s, "
+              f"SGD {seconds['sgd']:.1f}s, total {seconds['total']:.1f}s[/]")
+
+
+@eval_app.command("dates")
+def dates_command(
+    sentences: Annotated[Path | None, typer.Option("--sentences", help="Labelled sentences (YAML; default: "
+                                                                       "config/evals/dates/sentences.yaml).")] = None,
+    calls: Annotated[Path | None, typer.Option("--calls", help="Score these call records (JSON Lines) instead of "
+                                                               "generating calls.")] = None,
+    n: Annotated[int, typer.Option("--n", help="Calls to generate (each with its twins).")] = 60,
+    seed: Annotated[int, typer.Option("--seed", help="The call generator's seed.")] = 0,
+    write_calls: Annotated[Path | None, typer.Option("--write-calls", help="Also write the generated calls here "
+                                                                           "(JSON Lines).")] = None,
+    sgd: Annotated[Path | None, typer.Option("--sgd", help="SGD call records for the perturbation audit "
+                                                           "(default: ../shared/data/sgd-calls-public.jsonl when "
+                                                           "present).")] = None,
+    no_sgd: Annotated[bool, typer.Option("--no-sgd", help="Skip the SGD audit.")] = False,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a target on the generated calls is "
+                                                          "missed.")] = False,
+    show_failures: Annotated[int, typer.Option("--show-failures", help="Failures printed per list.")] = 10,
+) -> None:
+    """Scores the date guard on labelled sentences and generated calls (with twins), SGD perturbations beside.
+
+    Targets on the generated calls: false alarms on correct dates <= 2 %, stale dates caught >= 90 %, binding
+    breaks caught >= 98 %, clean dates accepted citing the caller's turn >= 95 %. Exit 0 unless an input is broken
+    (2), or, with --strict, a target is missed (1).
+    """
+    from voice_agent.evaluation.date_calls import write_calls as write_jsonl
+    from voice_agent.evaluation.date_eval import DEFAULT_SENTENCES, DEFAULT_SGD, DatesConfig, InputError, evaluate_dates
+
+    if n < 1:
+        _fail(f"--n must be at least 1, got {n}")
+    sentences_path = sentences or DEFAULT_SENTENCES
+    if not sentences_path.is_file():
+        _fail(f"no such file: {sentences_path}")
+    if calls is not None and not calls.is_file():
+        _fail(f"no such file: {calls}")
+    sgd_path = None if no_sgd else sgd if sgd is not None else DEFAULT_SGD if DEFAULT_SGD.is_file() else None
+    if sgd_path is not None and not sgd_path.is_file():
+        _fail(f"no such file: {sgd_path}")
+    if write_calls is not None:
+        written = write_jsonl(write_calls, n, seed)
+        console.print(f"{written} call records ({n} calls with their twins, seed {seed}) written to {write_calls}")
+    try:
+        report = evaluate_dates(DatesConfig(sentences_path, calls, n, seed, sgd_path))
+    except InputError as exc:
+        _fail(str(exc))
+    print_dates(report, show_failures=show_failures)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+        console.print(f"report written to {json_path}")
+    if strict and not report["targets_met"]:
+        missed = [r["label"] for r in report["targets"] if r["met"] is False]
+        print(f"voice-agent: targets missed: {', '.join(missed)}", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -8,6 +8,7 @@ from typing import Protocol
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass
+from voice_agent.core.policy import Regeneration
 from voice_agent.core.summary import Summarizer
 from voice_agent.policies.rolling import TextSummarizer
 
@@ -22,6 +23,14 @@ class Policy(Protocol):
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Runs the summary regeneration due at the start of ``state.turn``, if any."""
+        ...
+
+    def schedule(self, state: CallState) -> Regeneration | None:
+        """The regeneration due at the start of ``state.turn``, if any, without running it."""
+        ...
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Runs a regeneration :meth:`schedule` returned (now, or later in the background)."""
         ...
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:

@@ -75,7 +75,6 @@ class LanesPolicy:
 
 
 
-
 def _same_limit(quote: str, limit: DateConstraint, reference: date) -> bool:
     """Whether ``quote`` states ``limit`` itself (same kind, bounds and polarity)."""
     return any(

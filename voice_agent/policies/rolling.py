@@ -17,6 +17,7 @@ from voice_agent.core.assembler import (
 )
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass
+from voice_agent.core.policy import Regeneration
 from voice_agent.core.transcript import TranscriptEntry
 
 
@@ -47,9 +48,17 @@ class RollingPolicy:
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Folds the turns that left the window into the summary, when the schedule says so."""
-        regeneration = state.tracker.on_turn_start(state.turn)
+        regeneration = self.schedule(state)
         if regeneration is None:
             return None
+        return await self.run(state, regeneration)
+
+    def schedule(self, state: CallState) -> Regeneration | None:
+        """The regeneration due now, if any (not run)."""
+        return state.tracker.on_turn_start(state.turn)
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Folds the turns of ``regeneration`` into the summary text as it is now."""
         leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
         text_in = self.summary + "\n" + "\n".join(e.render() for e in leaving)
         self.summary = await self.summarizer.summarize_text(self.summary, leaving)

@@ -15,6 +15,7 @@ from voice_agent.core.assembler import (
 )
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass
+from voice_agent.core.policy import Regeneration
 
 
 class WindowPolicy:
@@ -28,6 +29,14 @@ class WindowPolicy:
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Nothing to regenerate: older turns simply fall out."""
         return None
+
+    def schedule(self, state: CallState) -> Regeneration | None:
+        """Never a regeneration."""
+        return None
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Never called: :meth:`schedule` returns nothing to run."""
+        raise RuntimeError("the window policy has no summary to regenerate")
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, retrieved chunks, the last K turns, constraints."""

@@ -275,14 +275,15 @@ class CallRecorder:
                 record.guard_verdicts.extend(event.verdicts)  # every verdict, "ok" too: only the call knows those
         record.output_blocks = [check for t, check in session.output_blocks if t == turn]
         record.retrieval = dict(session.retrieval_by_turn.get(turn, {}))
-        # Only passes up to this turn are consumed: the next turn's pass may already be in the log.
+        # Only passes up to this turn are consumed: the next turn's pass may already be in the log. A pass
+        # run in the background joins the first record closed after it landed, under the turn it ran at.
         for summary_pass in session.summary_passes[self._passes_seen :]:
-            if summary_pass.turn > turn:
+            if summary_pass.landed > turn:
                 break
             self._passes_seen += 1
-            if summary_pass.turn == turn:
+            if summary_pass.landed <= turn:
                 record.summary_pass = {
-                    "turn": turn,
+                    "turn": summary_pass.turn,
                     "facts_in": sorted(f.key for f in self.facts if f.present(summary_pass.text_in)),
                     "facts_out": sorted(f.key for f in self.facts if f.present(summary_pass.text_out)),
                 }

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from loguru import logger
 from pipecat.services.llm_service import LLMService
 
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
+from voice_agent.summarizers.local_model import EXTRA as LOCAL_EXTRA
+from voice_agent.summarizers.local_model import extra_status as local_extra_status
 
 if TYPE_CHECKING:
     from voice_agent.domains.base import Domain
+    from voice_agent.summarizers.local import LocalSummarizer
 
 PROVIDER_EXTRA: Mapping[str, str] = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
 """Provider -> the pipecat extra that brings its SDK."""
@@ -117,7 +122,49 @@ def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
     return make_hosted_llm(settings.llm)
 
 
-def make_summarizer(settings: Settings, llm: LLMService[Any] | None = None) -> ExtractiveSummarizer | LLMSummarizer:
+@dataclass(frozen=True)
+class SummarizerChoice:
+    """Which summarizer the settings select, and why (for the log and the call record).
+
+    Attributes:
+        kind: ``extractive``, ``llm`` or ``local``.
+        reason: Why, in a few words.
+        background: Whether its passes run off the turn.
+    """
+
+    kind: str
+    reason: str
+    background: bool
+
+
+_logged_choices: set[SummarizerChoice] = set()
+
+
+def summarizer_choice(settings: Settings) -> SummarizerChoice:
+    """Resolves ``summarizer.kind``: unset means ``local`` when its extra is installed, else ``extractive``.
+
+    Logs the choice once per process (every call of a server resolves it the same way).
+    """
+    config = settings.summarizer
+    if config.kind is not None:
+        kind, reason = config.kind, f"summarizer.kind={config.kind}"
+    else:
+        problem = local_extra_status(config.local_model)
+        if problem is None:
+            kind, reason = "local", f"summarizer.kind unset and the {LOCAL_EXTRA} extra is installed"
+        else:
+            kind, reason = "extractive", f"summarizer.kind unset and the local summarizer cannot run: {problem}"
+    background = config.background if config.background is not None else kind == "local"
+    choice = SummarizerChoice(kind, reason, background)
+    if choice not in _logged_choices:
+        _logged_choices.add(choice)
+        logger.info("summarizer: {} ({}; passes {})", kind, reason, "in the background" if background else "inline")
+    return choice
+
+
+def make_summarizer(
+    settings: Settings, llm: LLMService[Any] | None = None
+) -> ExtractiveSummarizer | LLMSummarizer | LocalSummarizer:
     """The summarizer for both the ``lanes`` and the ``rolling`` policies.
 
     Args:
@@ -127,14 +174,19 @@ def make_summarizer(settings: Settings, llm: LLMService[Any] | None = None) -> E
             dedicated one from ``settings.llm``.
 
     Returns:
-        An ``ExtractiveSummarizer`` (offline default) or an ``LLMSummarizer``.
+        An ``ExtractiveSummarizer``, an ``LLMSummarizer`` or a ``LocalSummarizer`` (see
+        :func:`summarizer_choice` for an unset ``kind``).
 
     Raises:
-        SettingsError: When ``kind = "llm"`` but no LLM able to run out-of-band inference is available.
+        SettingsError: When ``kind = "llm"`` but no LLM able to run out-of-band inference is available, or
+            ``kind = "local"`` but its extra is not installed.
     """
     config = settings.summarizer
-    if config.kind == "extractive":
+    kind = summarizer_choice(settings).kind
+    if kind == "extractive":
         return ExtractiveSummarizer(ExtractiveConfig(max_lines=config.max_lines, max_words=config.max_words))
+    if kind == "local":
+        return make_local_summarizer(settings)
     if llm is None or isinstance(llm, ReferenceLLMService):
         if settings.llm.provider == "reference":
             raise SettingsError(
@@ -143,3 +195,22 @@ def make_summarizer(settings: Settings, llm: LLMService[Any] | None = None) -> E
             )
         llm = make_hosted_llm(settings.llm)
     return LLMSummarizer(llm, timeout_secs=config.timeout_secs, max_tokens=config.max_tokens)
+
+
+def make_local_summarizer(settings: Settings) -> LocalSummarizer:
+    """The ``local`` summarizer the settings describe (the model is loaded at its first pass).
+
+    Raises:
+        SettingsError: The ``local-summarizer`` extra is not installed, or the model is not in the manifest.
+    """
+    from voice_agent.summarizers.local import LocalConfig, LocalSummarizer
+    from voice_agent.summarizers.local_model import LocalModelError
+
+    config = settings.summarizer
+    try:
+        return LocalSummarizer(LocalConfig(
+            model=config.local_model, timeout_secs=config.local_timeout_secs, max_tokens=config.max_tokens,
+            temperature=config.local_temperature, seed=config.local_seed, threads=config.local_threads,
+        ))
+    except LocalModelError as exc:
+        raise SettingsError(f"settings: {exc}") from None

@@ -39,14 +39,20 @@ class FaultInjectingSummarizer:
         tracked: Fact key -> exact value, the facts whose fate is simulated.
         seed: Seeds the RNG, so a run is reproducible.
         base: The summarizer whose output is damaged; the roomy extractive one by default.
+        capture: Probability that the first pass a fact reaches takes it in, when measured apart from R
+            (a real summarizer loses most at capture, DESIGN 4b); None: R, as at every pass.
     """
 
     def __init__(
-        self, retention: float, tracked: Mapping[str, str], seed: int = 0, base: PolicySummarizer | None = None
+        self, retention: float, tracked: Mapping[str, str], seed: int = 0, base: PolicySummarizer | None = None,
+        capture: float | None = None,
     ) -> None:
         if not 0.0 <= retention <= 1.0:
             raise ValueError(f"retention must lie in [0, 1], got {retention}")
+        if capture is not None and not 0.0 <= capture <= 1.0:
+            raise ValueError(f"capture must lie in [0, 1], got {capture}")
         self.retention = retention
+        self.capture = capture
         self.tracked = {k: v for k, v in tracked.items() if v}
         self.rng = random.Random(seed)
         self.base: PolicySummarizer = base or ExtractiveSummarizer(ROOMY)
@@ -64,7 +70,9 @@ class FaultInjectingSummarizer:
                 continue  # the fact does not reach this pass
             current = value if fresh else before
             assert current is not None
-            kept, shape = carry(current, key, self.retention, self.rng)
+            first = key not in self.carried  # the first pass this fact reaches: capture
+            chance = self.capture if first and self.capture is not None else self.retention
+            kept, shape = carry(current, key, chance, self.rng)
             if shape is not None:
                 self.faults.append((key, shape))
             self.carried[key] = kept

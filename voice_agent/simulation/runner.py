@@ -94,6 +94,8 @@ class SimulationPlan:
             recorder's own clock, whatever the call's watchdog logged).
         scripted_llm: Play each call against a FakeLLM replaying the script's recorded actions and agent
             lines (no brain): how the lanes and guards hold when the model's calls are fixed.
+        summarizer_factory: (script played, run) -> the run's summarizer, instead of the fault model or the
+            configured one (e.g. a real model at a per-run seed); run in this process (not picklable).
     """
 
     scenario: Scenario
@@ -110,6 +112,7 @@ class SimulationPlan:
     turn_timeout: float = 15.0
     slow_answer_secs: float = 5.0
     scripted_llm: bool = False
+    summarizer_factory: Callable[[Scenario, int], PolicySummarizer] | None = None
     facts: list[TrackedFact] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -137,7 +140,13 @@ class SimulationPlan:
             call={"reference_date": script.reference_date or self.settings.call.reference_date},
         )
         summarizer = None
-        if self.retention is not None:
+        if self.summarizer_factory is not None:
+            make, played = self.summarizer_factory, script
+
+            def summarizer(_call_id: str, _domain: Domain) -> PolicySummarizer:
+                return make(played, run)
+
+        elif self.retention is not None:
             tracked = fault_tracked(scenario_facts(script))
             retention, seed = self.retention, self.seed + run
 

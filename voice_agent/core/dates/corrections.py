@@ -51,10 +51,8 @@ def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
             return not (earlier.statement is StatementKind.CONSTRAINT and later.kind is ConstraintKind.ON)
         return later.kind is earlier.kind
     if later.kind is ConstraintKind.ON and earlier.kind is ConstraintKind.ON:
-        # Without a cue, only when both say what they are for: two bare days may be two ends of one trip.
-        said_for = (later.role is not None and later.role == earlier.role) or (
-            later.role is None and earlier.role is None and later.topic is not None and later.topic == earlier.topic
-        )
+        # Without a cue, only for the same end of a booking: "also call me on the 16th" adds a day.
+        said_for = later.role is not None and later.role == earlier.role
         return said_for and later.start != earlier.start and later.statement in _ASKS and earlier.statement in _ASKS
     return later.kind is earlier.kind and later.kind in _LIMITS and later.blocked == earlier.blocked
 

@@ -81,12 +81,12 @@ _P_MONTH = re.compile(
 _FILLER = (
     r"(?:\s(?:the|on|a|an|any|anything|time|day|date|at|of|about|around|sometime|some|point|so|well|say|like"
     r"|maybe|perhaps|probably|ideally|just|really|uh|um|er|erm|until|for|either|that|this|end|start|beginning"
-    r"|middle|close|would|be|is|'s|being))*"
+    r"|middle|close))*"
 )
 _EXCLUDE_BEFORE = re.compile(
-    r"(?:\bnot|\brather\sthan|\binstead\sof|\bbetter\sthan|\bi\ssaid|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
+    r"(?:\bnot|\brather\sthan|\binstead\sof|\bbetter\sthan|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
     r"|\b(?:anything|any\s(?:day|time|date)|everything|whenever)\sbut|\bbut\snot|\bno|\bnever|\bavoid|\bskip"
-    r"|n't\s(?:do|make|manage|come|be\sthere|be\saround|be\shome|be\sin|be\sfree|be\savailable)"
+    r"|n't\s(?:do|make|manage|come|be\sthere|be\saround|be\shome|be\sin|be\sfree|be\savailable)(?:\s(?:is|would\sbe))?"
     r"|\bcannot\s(?:do|make|manage|come)|\bunable\sto\s(?:do|make))" + _FILLER + r"$"
 )
 _EXCLUDE_AFTER = re.compile(
@@ -142,8 +142,8 @@ _CORRECTION = re.compile(
     r"|let's\smake\sit|better\smake\sit|change\sof\splan|swap\sit\sto)\b"
 )
 _PAST = re.compile(
-    r"\b(?:started|began|had|set\sup|set\sthe|got|came|went|sent|changed|moved|switched|rang|called"
-    r"|emailed|wrote|signed|joined|opened|closed|cancell?ed|noticed|saw|spotted|promised|back\sin|used\sto"
+    r"\b(?:started|began|came|went|sent|changed|switched|rang|emailed|wrote|signed\sup|joined|noticed|saw|spotted"
+    r"|promised|back\sin|used\sto|we\shad|i\shad|(?:i|we|you|they)\scalled"
     r"|charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
     r"|arrived|ordered|placed|bought|went\sout|came\sout|took|taken|(?:was|were)(?!\s(?:hoping|wondering|thinking|going|planning|wanting|trying|told"
     r"|asked|supposed|meant|saying|looking|expecting)))\b"
@@ -438,6 +438,8 @@ def _cut_at_conjunction(post: str) -> str:
     return post[: m.start()].strip() if m else post
 
 
+_I_SAID = re.compile(r"\bi\s(?:said|told\syou|put)(?:\s(?:the|on))?$")
+_I_MEANT = re.compile(r"\bi\s(?:meant|mean)\b")
 _INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it's\s|the\s)?$")
 
 
@@ -638,6 +640,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             pre = re.sub(r"\b(?:from|between)$", "", pre).strip()
         if prev is not None and same_clause and _COORDINATION.match(pre):
             mode = prev.mode  # "not Tuesday or Wednesday": the list shares its cue
+        elif _I_SAID.search(pre) and _I_MEANT.search(norm.text):
+            mode = "exclude"  # "I said the 15th, I meant the 22nd": the day taken back
         elif e.shape == "day" and _INTERJECTION.match(pre + " ") and not _EXCLUDE_AFTER.search(post):
             mode = "on"  # "no no the fifteenth": a correction to that day, not a day ruled out
         else:

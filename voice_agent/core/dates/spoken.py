@@ -195,7 +195,7 @@ _ASR_CONTRACTIONS = {
     "cant": "can't", "dont": "don't", "wont": "won't", "im": "i'm", "ive": "i've", "didnt": "didn't",
     "doesnt": "doesn't", "isnt": "isn't", "wouldnt": "wouldn't", "couldnt": "couldn't", "shouldnt": "shouldn't",
     "thats": "that's", "whats": "what's", "youre": "you're", "wasnt": "wasn't", "arent": "aren't",
-    "havent": "haven't", "itll": "it'll", "ill": "i'll", "id": "i'd", "weak": "week", "weaks": "weeks",
+    "havent": "haven't", "itll": "it'll", "weak": "week", "weaks": "weeks",
 }
 _SPLIT_SUFFIX = frozenset(("th", "st", "nd", "rd"))
 

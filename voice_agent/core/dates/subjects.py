@@ -71,7 +71,8 @@ _REACH = _rx(
     r"speak", r"talk", r"call\s?backs?", r"get\sback\sto\sme",
     r"(?:i'm|i\sam|we're|be|i'll\sbe|i'd\sbe)\s(?:\w+\s)?free",
     r"free\s(?:on|from|after|any|all|most|every)", r"available", r"availability",
-    r"around", r"home", r"in\sthe\soffice", r"pick\sup\sthe\sphone", r"answer", r"catch\sme", r"try\sme",
+    r"(?:be|i'm|i\sam|we're|not)\saround", r"(?:be|i'm|i\sam|we're|not)\s(?:at\s)?home", r"in\sthe\soffice",
+    r"pick\sup\sthe\sphone", r"answer\sthe\sphone", r"catch\sme", r"try\sme",
     r"reachable", r"unreachable", r"hear\sfrom\syou", r"follow\sup",
 )
 _UNREACHABLE = _rx(
@@ -177,7 +178,7 @@ _CORRECTION = re.compile(
     r"|switch\s(?:it\s|that\s)?to|swap\s(?:it\s)?(?:to|for)|rather|scratch\sthat|on\ssecond\sthoughts?"
     r"|no\swait|wait,?\sno|i\smeant?|correction|change\sof\splan|let's\smake\sit|better\smake\sit"
     r"|not\sthe\s\w+,?\s(?:the|it's|but)|i\ssaid\sthe|i\sshould\shave\ssaid|my\smistake|my\sbad)\b"
-    r"|^\W*(?:no|nope|sorry|oops|wait|hang\son|hold\son|er+m?|uh|um)\b[\s,.]+(?:no[\s,.]+)?(?:it's\s|it\sis\s|make\sit\s"
+    r"|^\W*(?:no|nope|wait)\b[\s,.]+(?:no[\s,.]+)?(?:it's\s|it\sis\s|make\sit\s"
     r"|i\smeant?\s|i\ssaid\s|rather\s|on\s|for\s)?(?:the\s)?(?:\d|mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun"
     r"|jul|aug|sep|oct|nov|dec|next|this|tomorrow|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
     r"|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twent|thirt)"

@@ -25,7 +25,7 @@ _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
     r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
     r"(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
-    r"|that's\s(?:right|correct|it)|that\sis\s(?:right|correct)|correct|exactly|spot\son|please\sdo|book\sit"
+    r"|that's\s(?:right|correct|it)|that\sis\s(?:right|correct)|exactly|spot\son|book\sit"
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
     r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
     r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
@@ -378,10 +378,10 @@ class DateGuard:
         hits = [st for st in a.statements if st.constraint.contains(d)]
         if hits:
             last = max(hits, key=lambda st: st.pos)
-            for s in callers:
+            for s, c in a.callers:
                 if s.index <= last.pos:
                     continue
-                newer = [c for c in s.constraints if supersedes(c, last.constraint) and not c.contains(d)]
+                newer = [c] if supersedes(c, last.constraint) and not c.contains(d) else []
                 if newer:
                     instead = newer[-1].describe()
                     reason = (
@@ -394,7 +394,7 @@ class DateGuard:
             met = self._met(d, a, last)
             return DateCheck(DateVerdict.OK, argument, d, f"{d} matches what the caller said.", (*last.citations, *met))
 
-        named = self._named_limit(d, callers)
+        named = self._named_limit(d, a.callers)
         if named is not None:
             s, c, later = named
             if later is None:
@@ -425,25 +425,22 @@ class DateGuard:
 
     @staticmethod
     def _named_limit(
-        d: date, callers: list[_Said]
+        d: date, callers: list[tuple[_Said, DateConstraint]]
     ) -> tuple[_Said, DateConstraint, tuple[_Said, DateConstraint] | None] | None:
         """The caller's open limit whose boundary is ``d`` ("until March 10th", "from the 8th").
 
         A caller who says "I need the car until the 10th" has named the 10th, so a drop-off on
-        the 10th is not an unconfirmed date. Returns the latest such limit and, when a later
-        limit replaced it, that one.
+        the 10th is not an unconfirmed date. ``callers`` holds only statements that bind the
+        parameter. Returns the latest such limit and, when a later limit replaced it, that one.
         """
         found = None
-        for i, s in enumerate(callers):
-            for c in s.constraints:
-                if c.blocked or c.kind not in (ConstraintKind.UNTIL, ConstraintKind.AFTER):
-                    continue
-                if d != (c.end if c.kind is ConstraintKind.UNTIL else c.start):
-                    continue
-                later = next(
-                    ((t, lc) for t in callers[i + 1 :] for lc in t.constraints if supersedes(lc, c)), None
-                )
-                found = (s, c, later)
+        for i, (s, c) in enumerate(callers):
+            if c.blocked or c.kind not in (ConstraintKind.UNTIL, ConstraintKind.AFTER):
+                continue
+            if d != (c.end if c.kind is ConstraintKind.UNTIL else c.start):
+                continue
+            later = next(((t, lc) for t, lc in callers[i + 1 :] if t.index > s.index and supersedes(lc, c)), None)
+            found = (s, c, later)
         return found
 
     def _unconfirmed(

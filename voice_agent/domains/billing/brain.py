@@ -747,9 +747,14 @@ class BillingReferenceBrain:
 
 
 _PROPOSAL = "I can book a callback for"
-_DATE_PARAM = SCHEDULE_CALLBACK.param("date")
-assert _DATE_PARAM is not None
-_CALLBACK_DATE = DateBinding.for_param(SCHEDULE_CALLBACK.name, _DATE_PARAM.name, _DATE_PARAM.binds, _DATE_PARAM.topic)
+def _callback_binding() -> DateBinding:
+    param = SCHEDULE_CALLBACK.param("date")
+    if param is None:
+        raise RuntimeError("schedule_callback has no date parameter")
+    return DateBinding.for_param(SCHEDULE_CALLBACK.name, param.name, param.binds, param.topic)
+
+
+_CALLBACK_DATE = _callback_binding()
 """What binds a callback's day, as schedule_callback.date declares it: when the caller can be reached."""
 
 
