@@ -121,6 +121,9 @@ class LlamaEngine:
 
             self._llama = Llama(model_path=str(path), n_ctx=self.context_tokens, n_threads=self.threads,
                                 n_threads_batch=self.threads, verbose=False)
+            # Free the model before interpreter teardown: llama.cpp's own finaliser runs after its
+            # module globals are gone and prints a TypeError on every exit otherwise.
+            atexit.register(self._llama.close)
             self.load_seconds = time.monotonic() - started
             logger.info("local summarizer: loaded {} ({} threads) in {:.1f} s", path.name, self.threads,
                         self.load_seconds)
