@@ -183,8 +183,13 @@ def _timing_span(text: str, reference: dt.date) -> str | None:
 
 
 def _matching_sentences(text: str, pattern: re.Pattern[str]) -> str:
-    """The shortest span of the caller's words that carries ``pattern`` (the whole text if none does)."""
-    return _fact_span(text, lambda s: bool(pattern.search(s))) or text.strip()
+    """The caller's sentences that carry ``pattern``, whole and verbatim (the whole text if none does alone).
+
+    Whole sentences, not trimmed clauses: what leads into a resolution or an attempt ("the reason I'm ringing
+    is their chat in the app: I tried...") is part of the fact, measured on the paraphrased calls.
+    """
+    hits = [s for s in _sentences(text) if pattern.search(s.lower())]
+    return " ".join(hits) if hits else text.strip()
 
 
 def _category(text: str) -> str | None:
