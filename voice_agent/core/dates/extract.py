@@ -27,6 +27,7 @@ from voice_agent.core.dates.resolve import (
     relative_month,
     week_start,
     weekday_date,
+    weekday_day_of_month,
 )
 from voice_agent.core.dates.spoken import MONTHS, WEEKDAYS, Normalised, normalise
 from voice_agent.core.dates.subjects import DateSubject, StatementKind, classify
@@ -257,10 +258,13 @@ def _ord_of_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
 
 
 def _bare_day(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> _Expr | None:
-    if not _day_ok(ctx, m, digits_only=digits_only):
-        return None
+    named_weekday = m.groupdict().get("wd")
+    if not named_weekday and not _day_ok(ctx, m, digits_only=digits_only):
+        return None  # "Friday the 5th" is a day whatever follows it
     day, past = int(m["d"]), ctx.past(m.start())
     d = day_of_month(day, ctx.reference, past)
+    if named_weekday:
+        d = weekday_day_of_month(WEEKDAYS[named_weekday.strip()], day, ctx.reference, past) or d
     if d is None:
         return None
     return _Expr(m.start(), m.end(), d, d, "day", redo=lambda floor: day_of_month(day, floor, False))
@@ -440,6 +444,8 @@ def _cut_at_conjunction(post: str) -> str:
 
 _I_SAID = re.compile(r"\bi\s(?:said|told\syou|put)(?:\s(?:the|on))?$")
 _I_MEANT = re.compile(r"\bi\s(?:meant|mean)\b")
+# "hang on, not the 31st of August, August 20th": the day after the one taken back is the new one.
+_CORRECTION_LEAD = re.compile(r"\b(?:hang\son|hold\son|wait|sorry|actually|i\smean|no)\b")
 _INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it's\s|the\s)?$")
 
 
@@ -638,7 +644,9 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         post = norm.text[e.end : min([c_end, *nxt])].strip()
         if e.explicit_range:
             pre = re.sub(r"\b(?:from|between)$", "", pre).strip()
-        if prev is not None and same_clause and _COORDINATION.match(pre):
+        if prev is not None and same_clause and _COORDINATION.match(pre) and not (
+            not pre and prev.mode == "exclude" and _CORRECTION_LEAD.search(norm.text)
+        ):
             mode = prev.mode  # "not Tuesday or Wednesday": the list shares its cue
         elif _I_SAID.search(pre) and _I_MEANT.search(norm.text):
             mode = "exclude"  # "I said the 15th, I meant the 22nd": the day taken back

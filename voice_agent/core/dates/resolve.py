@@ -94,6 +94,24 @@ def day_of_month(day: int, reference: date, past: bool) -> date | None:
     return None
 
 
+def weekday_day_of_month(weekday: int, day: int, reference: date, past: bool) -> date | None:
+    """The next day numbered ``day`` that falls on ``weekday`` ("Friday the 5th"), within two years.
+
+    None when no such day is near: the caller's weekday and number disagree, and the number alone is used.
+    """
+    probe: date | None = reference
+    for _ in range(25):
+        if probe is None:
+            return None
+        found = day_of_month(day, probe, past)
+        if found is None:
+            return None
+        if found.weekday() == weekday:
+            return found
+        probe = found + timedelta(days=-1 if past else 1)
+    return None
+
+
 def day_on_or_after(day: int, floor: date) -> date | None:
     """The first day numbered ``day`` on or after ``floor`` (for the end of "the 28th to the 3rd")."""
     return day_of_month(day, floor, past=False)

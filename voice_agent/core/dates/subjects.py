@@ -86,6 +86,8 @@ _UNREACHABLE = _rx(
     r"at\s(?:work|the\sdentist|the\sdoctor'?s?)",
     r"asleep", r"working\s(?:away|nights|late|all\sday|double\sshifts?)", r"work\snights", r"no\sphone",
     r"hopeless", r"recovering", r"off\s(?:the\s)?grid",
+    r"(?:no|won't\shave\s(?:a|any)|without\s(?:a|any)?|not\shave\s(?:a|any))\s?(?:phone(?:\sline)?|signal|reception|internet|wi-?fi)",
+    r"phone\s(?:is\s|will\sbe\s)?(?:off|switched\soff|dead)",
 )
 # Hedged: "I might be away next week, not sure yet" states no limit yet.
 _HEDGE = _rx(r"might", r"may\sbe", r"maybe", r"possibly", r"not\ssure", r"perhaps", r"could\sbe", r"not\scertain",
@@ -239,7 +241,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
     if _THIRD_PARTY.search(local) and not _REACH.search(local):
         return Reading(DateSubject.NONE, StatementKind.EVENT, None)
     held = _HELD_THING.search(local)
-    if held and limit and not reach:
+    if held and limit and not blocked and not reach:
         # "I need the van till the 8th", "we have the cottage until the 3rd": that thing's dates.
         return Reading(DateSubject.BOOKING, StatementKind.CONSTRAINT, topic_of(held["thing"]) or held["thing"], role)
     if blocked and not _BOOK.search(local) and not _THIRD_PARTY.search(local) and not _CHARGE.search(local):
