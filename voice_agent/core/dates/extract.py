@@ -128,7 +128,7 @@ _CONJUNCTION = re.compile(r"\b(?:but|and|though|although|however|so|because|cos|
 _COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|and\sthe|or\sthe)?$")
 # Every expression holds a digit or one of these; text without any is skipped cheaply.
 _HINT = re.compile(
-    r"\d|day|week|month|fortnight|tonight|tomorrow|first|second|third|th\b|jan|feb|mar|apr|may|jun|jul|aug|sep"
+    r"\d|day|week|weak|month|fortnight|tonight|tomorrow|first|second|third|forth|th\b|jan|feb|mar|apr|may|jun|jul|aug|sep"
     r"|oct|nov|dec|tues|weds|thurs",
     re.IGNORECASE,
 )
@@ -449,14 +449,24 @@ _CORRECTION_LEAD = re.compile(r"\b(?:hang\son|hold\son|wait|sorry|actually|i\sme
 _INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it's\s|the\s)?$")
 
 
-def _mode(pre: str, post: str, *, followed: bool = False) -> str:
+_LIMIT_CUES = frozenset(("until", "till", "til", "before", "after", "from", "since", "by", "through", "thru"))
+
+
+def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = "") -> str:
     """What the cue words around one expression make of it.
 
     ``followed``: another date comes later in the clause, so "and before" after this one
     introduces that date ("after the 14th and before the 25th"), not "the 14th or before".
+    ``sentence_pre``: the sentence up to the expression; a clause that is only a cue
+    (", until the 8th") takes "away" or "busy" from the clause before it.
     """
-    if _EXCLUDE_BEFORE.search(pre) or _EXCLUDE_AFTER.search(post):
+    last_cue = _last_match(_CUE, _trim_to_conjunction(pre))
+    limit_last = last_cue is not None and last_cue["c"] in _LIMIT_CUES
+    # "I'm not around until March the 8th": the limit word, not the "not", says what the date is.
+    if (_EXCLUDE_BEFORE.search(pre) and not limit_last) or _EXCLUDE_AFTER.search(post):
         return "exclude"
+    if limit_last and last_cue is not None and not pre[: last_cue.start()].strip() and sentence_pre:
+        pre = sentence_pre  # the clause is just the cue: read the sentence before it
     if not followed and _EARLIEST_AFTER.search(post):
         return "earliest"
     if not followed and _LATEST_AFTER.search(post):
@@ -653,7 +663,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         elif e.shape == "day" and _INTERJECTION.match(pre + " ") and not _EXCLUDE_AFTER.search(post):
             mode = "on"  # "no no the fifteenth": a correction to that day, not a day ruled out
         else:
-            mode = _mode(pre, post, followed=bool(nxt))
+            s_from = _segment(norm, sentences, _index_of(sentences, e.start))[0]
+            mode = _mode(pre, post, followed=bool(nxt), sentence_pre=norm.text[s_from : e.start].strip())
             if e.explicit_range and mode != "exclude":
                 # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
                 near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
@@ -666,7 +677,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             p for p in (_trim_to_conjunction(pre), norm.text[e.start : e.end], _cut_at_conjunction(post)) if p
         )
         s_lo, s_hi = _segment(norm, sentences, s_index)
-        reading = classify(local, norm.text[s_lo:s_hi], mode=mode, past=ctx.past(e.start))
+        head = " ".join(p for p in (_trim_to_conjunction(pre), norm.text[e.start : e.end]) if p)
+        reading = classify(local, norm.text[s_lo:s_hi], mode=mode, past=ctx.past(e.start), head=head)
         if reading.subject is DateSubject.TRIP and mode == "exclude":
             mode = "on"  # "I'm travelling to Rome on the 3rd": where they will be, not a day ruled out
         for kind, start, end, weekday, blocked in _constraints(e, mode):

@@ -210,6 +210,9 @@ def _asr_repairs(toks: list[Token]) -> list[Token]:
         if out and tok.norm == "th" and _CARDINALS.get(out[-1].norm, 0) in range(4, 32):
             out[-1] = Token(f"{_CARDINALS[out[-1].norm]}th", out[-1].start, tok.end)  # "fourteen th"
             continue
+        if tok.norm == "forth" and out and out[-1].norm in ("the", "twenty", "thirty", "on"):
+            out.append(Token("fourth", tok.start, tok.end))  # "the forth": a recogniser's "fourth"
+            continue
         fixed = _ASR_CONTRACTIONS.get(tok.norm)
         out.append(Token(fixed, tok.start, tok.end) if fixed else tok)
     return out

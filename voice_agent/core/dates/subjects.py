@@ -92,7 +92,8 @@ _UNREACHABLE = _rx(
 # Hedged: "I might be away next week, not sure yet" states no limit yet.
 _HEDGE = _rx(r"might", r"may\sbe", r"maybe", r"possibly", r"not\ssure", r"perhaps", r"could\sbe", r"not\scertain",
              r"don't\sknow\syet", r"no\sidea\syet")
-_WINDOW = _rx(r"any", r"anytime", r"only", r"whenever", r"whichever", r"either", r"all")
+_WINDOW = _rx(r"any", r"anytime", r"only", r"whenever", r"whichever", r"either", r"all", r"ha(?:s|ve)\sto\sbe",
+              r"must\sbe", r"needs?\sto\sbe", r"it'll\shave\sto")
 # Where the caller will be: a trip is an event, not a blocked day, unless they say they cannot be reached.
 _TRIP = _rx(
     r"fly(?:ing)?\s(?:to|out|in|into|back|home|over)", r"flying", r"trip\sto", r"travel+ing\sto", r"travel\sto",
@@ -213,7 +214,7 @@ def role_of(text: str) -> str | None:
     return "start" if start else "end" if end else None
 
 
-def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
+def classify(local: str, sentence: str, *, mode: str, past: bool, head: str | None = None) -> Reading:
     """Reads what one date expression is about and what it does.
 
     Args:
@@ -221,6 +222,8 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
         sentence: The whole sentence (lower case): the topic may be named away from the date.
         mode: How the cue words read the expression ("on", "exclude", "until", "until_blocked", ...).
         past: Whether its clause is in the past tense.
+        head: The words before the expression and the expression itself: after a limit ("before the
+            15th, we're on a cruise from then") what follows the date is the reason, not a trip to book.
 
     Returns:
         The reading.
@@ -233,7 +236,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool) -> Reading:
 
     if _HEDGE.search(local) and (blocked or _UNREACHABLE.search(local)):
         return Reading(DateSubject.AVAILABILITY, StatementKind.NONE, None)
-    trip = bool(_TRIP.search(local))
+    trip = bool(_TRIP.search(head if limit and head is not None else local))
     if _UNREACHABLE.search(local) and (mode not in ("on", "exclude") or not trip):
         # "I'm away until the 14th", "I'm busy on the 3rd": the caller cannot be reached.
         return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, topic if topic == "callback" else None)
