@@ -177,3 +177,24 @@ def test_a_readback_confirmed_is_agreement(reply: str) -> None:
     t = lane(("caller", "Not before the 9th."), ("agent", "So that's a callback on Thursday the 10th, is that right?"),
              ("caller", reply))
     assert callback("2026-12-10", t)[0] is DateVerdict.OK
+
+
+@pytest.mark.parametrize(
+    "text, inside, outside",
+    [
+        ("Heads up, I'm not around until March the eighth, I'm camping with no signal.", "2027-03-03", "2027-03-09"),
+        ("Actually I'm going to be away longer, until September the eighth.", "2027-09-04", "2027-09-09"),
+        ("It'll need to be before the 15th, we're on a cruise from then.", "2026-12-16", "2026-12-10"),
+    ],
+)
+def test_limits_whose_reason_or_cue_sits_in_another_clause(text: str, inside: str, outside: str) -> None:
+    t = lane(("caller", text), ("agent", "When shall we call?"), ("caller", "You choose."))
+    assert callback(inside, t)[0] is DateVerdict.CONFLICT
+    assert callback(outside, t)[0] is not DateVerdict.CONFLICT
+
+
+def test_a_window_the_caller_says_it_has_to_be_binds_after_a_new_day() -> None:
+    t = lane(("caller", "It'll have to be the week of the 7th, that's the only time I'm home."),
+             ("agent", "Noted."), ("caller", "Actually, the 9th is better for me."))
+    assert callback("2026-12-16", t)[0] is DateVerdict.CONFLICT
+    assert callback("2026-12-09", t)[0] is DateVerdict.OK
