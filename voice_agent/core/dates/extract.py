@@ -30,7 +30,7 @@ from voice_agent.core.dates.resolve import (
     weekday_day_of_month,
 )
 from voice_agent.core.dates.spoken import MONTHS, WEEKDAYS, Normalised, normalise
-from voice_agent.core.dates.subjects import DateSubject, StatementKind, classify
+from voice_agent.core.dates.subjects import DateSubject, StatementKind, classify, has_correction_cue
 
 _MON = "|".join(sorted(MONTHS, key=len, reverse=True))
 _MON_FULL = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -137,11 +137,6 @@ _RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
 
 # --- Sentence-level cues (on the original text, lower-cased) ---------------------------------------------------------
 
-_CORRECTION = re.compile(
-    r"\b(?:actually|instead|make\sit|change\sit\sto|change\sthat\sto|rather|scratch\sthat|on\ssecond\sthoughts?"
-    r"|no\swait|wait,?\sno|i\smean|i\smeant|correction|move\sit\sto|switch\sit\sto"
-    r"|let's\smake\sit|better\smake\sit|change\sof\splan|swap\sit\sto)\b"
-)
 _PAST = re.compile(
     r"\b(?:started|began|came|went|sent|changed|switched|rang|emailed|wrote|signed\sup|joined|noticed|saw|spotted"
     r"|promised|back\sin|used\sto|we\shad|i\shad|(?:i|we|you|they)\scalled"
@@ -690,7 +685,7 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 text=sentence,
                 purpose=_purpose(lowered),
                 blocked=blocked,
-                correction=reading.kind is StatementKind.CORRECTION or bool(_CORRECTION.search(lowered)),
+                correction=reading.kind is StatementKind.CORRECTION or has_correction_cue(norm.text[s_lo:s_hi]),
                 subject=reading.subject,
                 statement=reading.kind,
                 topic=reading.topic,

@@ -199,6 +199,11 @@ _NEGATED_CONCERN = re.compile(
 )
 
 
+def has_correction_cue(sentence: str) -> bool:
+    """Whether a (normalised) sentence carries a correction cue ("actually", "make it", "no, the 6th")."""
+    return bool(_CORRECTION.search(sentence))
+
+
 def topic_of(text: str) -> str | None:
     """The thing ``text`` talks about booking ("car", "hotel", "callback", ...), if any."""
     lowered = text.lower()
@@ -232,7 +237,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool, head: str | No
     blocked = mode in ("exclude", "until_blocked")
     topic = topic_of(local) or topic_of(sentence)
     role = role_of(local)
-    correction = bool(_CORRECTION.search(sentence))
+    correction = has_correction_cue(sentence)
 
     if _HEDGE.search(local) and (blocked or _UNREACHABLE.search(local)):
         return Reading(DateSubject.AVAILABILITY, StatementKind.NONE, None)
