@@ -720,6 +720,7 @@ def extract_constraints(text: str, reference: date) -> list[DateConstraint]:
 def clear_cache() -> None:
     """Drops cached extractions (for benchmarks of the cold path)."""
     _extract.cache_clear()
+    weekdays_allowed.cache_clear()
 
 
 _WEEKDAYS_OK = re.compile(
@@ -728,14 +729,12 @@ _WEEKDAYS_OK = re.compile(
 )
 
 
-def weekdays_allowed(text: str) -> set[int]:
+@lru_cache(maxsize=8192)
+def weekdays_allowed(text: str) -> frozenset[int]:
     """Weekdays the caller now says are fine ("sorry, Fridays are OK, it's Tuesdays that are bad").
 
-    A later utterance like this lifts an earlier "no Fridays".
+    A later utterance like this lifts an earlier "no Fridays". Cached like the extraction: the
+    guard asks again for every utterance on every check.
     """
-    found: set[int] = set()
-    for m in _WEEKDAYS_OK.finditer(normalise(text).text):
-        name = m["wd"] or m["wd2"]
-        if name in WEEKDAYS:
-            found.add(WEEKDAYS[name])
-    return found
+    names = (m["wd"] or m["wd2"] for m in _WEEKDAYS_OK.finditer(normalise(text).text))
+    return frozenset(WEEKDAYS[n] for n in names if n in WEEKDAYS)
