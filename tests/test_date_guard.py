@@ -203,3 +203,15 @@ def test_a_named_limit_is_said_and_a_moved_one_is_superseded() -> None:
     lane.append_caller(3, "Sorry, I want to have the car up to the 14th of March.")
     (stale,) = DateGuard(date(2019, 3, 1)).check(dropoff, {"dropoff": "2019-03-12"}, lane)
     assert stale.verdict is DateVerdict.SUPERSEDED and [c.turn for c in stale.citations] == [2, 3]
+
+
+def test_a_bare_day_is_reread_when_the_question_before_it_changes() -> None:
+    """The guard caches each utterance's reading; the agent's question is part of that reading."""
+    guard = DateGuard(REFERENCE)
+    spec = ToolSpec("reserve_car", "", (ToolParam("dropoff_date", "d", kind=ParamKind.DATE),))
+    about_pickup = lane(("agent", "And the car, when will you pick it up?"), ("caller", "The 10th."))
+    (first,) = guard.check(spec, {"dropoff_date": "2026-12-10"}, about_pickup)
+    about_dropoff = lane(("agent", "And the car, when will you drop it off?"), ("caller", "The 10th."))
+    (second,) = guard.check(spec, {"dropoff_date": "2026-12-10"}, about_dropoff)
+    assert first.verdict is DateVerdict.UNCONFIRMED  # the 10th was the pick-up day
+    assert second.verdict is DateVerdict.OK

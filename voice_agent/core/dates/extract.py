@@ -579,7 +579,7 @@ def _original(norm: Normalised, start: int, end: int) -> str:
     return norm.original[s:e].strip()
 
 
-def lowered_clause(norm: Normalised, clauses: list[int], e: _Expr) -> str:
+def _clause_text(norm: Normalised, clauses: list[int], e: _Expr) -> str:
     """The normalised clause that holds ``e``."""
     start, end = _segment(norm, clauses, _index_of(clauses, e.start))
     return norm.text[start:end]
@@ -663,7 +663,7 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             if e.explicit_range and mode != "exclude":
                 # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
                 near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
-                mode = "exclude" if _BLOCKED.search(near) or _BLOCKED.search(lowered_clause(norm, clauses, e)) else "on"
+                mode = "exclude" if _BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e)) else "on"
         e.mode = mode
         s_index = _index_of(sentences, e.start)
         sentence = _original(norm, *_segment(norm, sentences, s_index))

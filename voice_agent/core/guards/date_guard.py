@@ -106,6 +106,7 @@ class _Said:
     kind: EntryKind
     text: str
     constraints: tuple[DateConstraint, ...]
+    asked: str = ""  # the agent's words before it, which gave a bare day its topic and role
 
 
 @dataclass(frozen=True)
@@ -205,11 +206,12 @@ class DateGuard:
             if entry.kind is not EntryKind.CALLER and entry.kind is not EntryKind.AGENT:
                 continue
             said = self._said.get(entry.index)
-            if said is None or said.text != entry.text or said.kind is not entry.kind:
+            context = asked if entry.kind is EntryKind.CALLER else ""
+            if said is None or said.text != entry.text or said.kind is not entry.kind or said.asked != context:
                 found = extract_constraints(entry.text, self.reference)
-                if entry.kind is EntryKind.CALLER and asked:
-                    found = [_in_answer_to(asked, c) for c in found]
-                said = _Said(entry.index, entry.turn, entry.kind, entry.text, tuple(found))
+                if context:
+                    found = [_in_answer_to(context, c) for c in found]
+                said = _Said(entry.index, entry.turn, entry.kind, entry.text, tuple(found), context)
                 self._said[entry.index] = said
             if entry.kind is EntryKind.AGENT:
                 asked = entry.text
