@@ -13,21 +13,33 @@ from voice_agent.core.dates.subjects import DateSubject, StatementKind
 
 @dataclass(frozen=True)
 class DateStatement:
-    """One date statement in a sentence.
+    """One date statement in a sentence: a view of the constraint the engine read.
 
     Attributes:
-        subject: What it is about (availability, trip, booking, charge period, deadline, none).
-        kind: What it does (constraint, event, request, correction, none).
-        topic: The thing it is about ("car", "hotel", "callback", ...), if said.
-        constraint: The dates it describes, resolved against the call's day.
-        text: The caller's sentence.
+        constraint: The dates it describes, resolved against the call's day, with its subject and kind.
     """
 
-    subject: DateSubject
-    kind: StatementKind
-    topic: str | None
     constraint: DateConstraint
-    text: str
+
+    @property
+    def subject(self) -> DateSubject:
+        """What it is about (availability, trip, booking, charge period, deadline, none)."""
+        return self.constraint.subject
+
+    @property
+    def kind(self) -> StatementKind:
+        """What it does (constraint, event, request, correction, none)."""
+        return self.constraint.statement
+
+    @property
+    def topic(self) -> str | None:
+        """The thing it is about ("car", "hotel", "callback", ...), if said."""
+        return self.constraint.topic
+
+    @property
+    def text(self) -> str:
+        """The caller's sentence."""
+        return self.constraint.text
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -43,5 +55,5 @@ def read_statements(text: str, reference: date) -> list[DateStatement]:
         reference: The day of the call.
     """
     return [
-        DateStatement(c.subject, c.statement, c.topic, c, c.text) for c in extract_constraints(text, reference)
+        DateStatement(c) for c in extract_constraints(text, reference)
     ]
