@@ -712,7 +712,10 @@ def sgd_figures(path: Path | str) -> dict[str, Any]:
     from voice_agent.policies import PolicyName
 
     try:
-        report = evaluate_file(path, ReplayConfig(policies=(PolicyName.LANES,), perturb=True)).report
+        # Both speakers, as a live call's lane holds them: "Yes, that is correct" agrees to the date the agent
+        # read back, and a caller-only lane would make every agreed date look unconfirmed.
+        config = ReplayConfig(policies=(PolicyName.LANES,), perturb=True, replay="all")
+        report = evaluate_file(path, config).report
     except (OSError, ValueError) as exc:
         return {"file": str(path), "error": f"{type(exc).__name__}: {exc}"}
     audit = report.get("date_guard_accuracy") or {}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import date
+from typing import Any
 
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
-from voice_agent.core.dates.subjects import StatementKind
+from voice_agent.core.dates.subjects import DateSubject, StatementKind
 
 _EXCLUSIONS = (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY)
 _LIMITS = (ConstraintKind.UNTIL, ConstraintKind.BEFORE, ConstraintKind.AFTER)
@@ -31,7 +32,14 @@ def _same_thing(later: DateConstraint, earlier: DateConstraint) -> bool:
 _ASKS = (StatementKind.REQUEST, StatementKind.CORRECTION)
 
 
-def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
+class _Unbound:
+    """No parameter given: only the statements themselves say whether they are about the same thing."""
+
+
+_UNBOUND: Any = _Unbound()
+
+
+def supersedes(later: DateConstraint, earlier: DateConstraint, for_role: str | None = _UNBOUND) -> bool:
     """Whether ``later`` (said after ``earlier``, in another utterance) replaces it.
 
     A sentence with a correction cue replaces a statement of the same family. A limit
@@ -40,8 +48,15 @@ def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
     asked for earlier for the same thing ("the 11th" ... "the 12th, then"). Always only for
     the same purpose, topic and role where both name one: a new drop-off day leaves the
     pick-up day standing.
+
+    ``for_role``: the end the checked parameter books ("start", "end"; None: a date that is not one
+    end of a pair, such as a callback), when the check is for one parameter.
     """
-    if family(later) != family(earlier) or not _same_thing(later, earlier):
+    if not _same_thing(later, earlier):
+        return False
+    if later.correction and keeps_until(later) and earlier.kind is ConstraintKind.ON and earlier.role != "start":
+        return True  # "I'll return it on the 9th" ... "actually I'll need it until the 10th": a new end day
+    if family(later) != family(earlier):
         return False
     if later.correction:
         # A new named day replaces the old one; a limit or exclusion only one of its own kind
@@ -49,12 +64,61 @@ def supersedes(later: DateConstraint, earlier: DateConstraint) -> bool:
         if family(later) == "when":
             # A new day replaces the day asked for before, not the only window the caller allowed.
             return not (earlier.statement is StatementKind.CONSTRAINT and later.kind is ConstraintKind.ON)
+        if family(later) == "limit":
+            return bound(later) == bound(earlier)
         return later.kind is earlier.kind
     if later.kind is ConstraintKind.ON and earlier.kind is ConstraintKind.ON:
-        # Without a cue, only for the same end of a booking: "also call me on the 16th" adds a day.
-        said_for = later.role is not None and later.role == earlier.role
-        return said_for and later.start != earlier.start and later.statement in _ASKS and earlier.statement in _ASKS
-    return later.kind is earlier.kind and later.kind in _LIMITS and later.blocked == earlier.blocked
+        # Without a cue, only when the new day is surely for the same thing: the same end of a booking, or
+        # the end the parameter books ("a trip next Monday" ... "I need to leave today"), or, for a date
+        # that is not one end of a pair (a callback), any day asked for. "Also on the 16th" is rare there;
+        # a bare "the 14th" after "I leave on the 3rd" may well be the return.
+        if later.role is not None:
+            said_for = later.role == earlier.role or (earlier.role is None and later.role == for_role)
+        else:
+            said_for = earlier.role is None and for_role is None and for_role is not _UNBOUND
+        # A trip's day counts as asked for: "a trip to San Diego next Monday" ... "I need to leave today".
+        asked_before = earlier.statement in _ASKS or (
+            earlier.subject is DateSubject.TRIP and earlier.statement is StatementKind.EVENT
+        )
+        return said_for and later.start != earlier.start and later.statement in _ASKS and asked_before
+    return bound(later) is not None and bound(later) == bound(earlier)
+
+
+def keeps_until(constraint: DateConstraint) -> bool:
+    """Whether it is how long the caller keeps a booked thing ("I need the car until the 10th"): its end day."""
+    return (
+        constraint.kind is ConstraintKind.UNTIL
+        and not constraint.blocked
+        and constraint.subject is DateSubject.BOOKING
+    )
+
+
+def bound(constraint: DateConstraint) -> str | None:
+    """Which end of the caller's availability a limit sets: "earliest" or "latest" (None: not a limit).
+
+    "I'm away until the 14th" and "any day after the 20th" both set the earliest day, so a later one
+    moves the earlier ("good news, I'm back early, anything after the 10th"); "before the 9th" and
+    "up to the 12th" both set the latest.
+    """
+    if constraint.kind is ConstraintKind.AFTER or (constraint.kind is ConstraintKind.UNTIL and constraint.blocked):
+        return "earliest"
+    if constraint.kind in (ConstraintKind.BEFORE, ConstraintKind.UNTIL):
+        return "latest"
+    return None
+
+
+def lifts(
+    later: DateConstraint, said_with: Iterable[DateConstraint], earlier: DateConstraint, for_role: str | None = _UNBOUND
+) -> bool:
+    """Whether ``later``, said with ``said_with`` (its utterance's constraints), replaces ``earlier``.
+
+    The day an utterance asks for instead of another ("the 21st rather than the 18th") comes with
+    that other day ruled out: that exclusion takes back the old request, not any day the caller
+    ruled out before, so it replaces no earlier exclusion.
+    """
+    if family(later) == "exclude" and family(earlier) == "exclude" and any(c.is_positive for c in said_with):
+        return False
+    return supersedes(later, earlier, for_role)
 
 
 def resolve_corrections(utterances: Iterable[tuple[int, str]], reference: date) -> list[tuple[int, DateConstraint]]:
@@ -67,9 +131,10 @@ def resolve_corrections(utterances: Iterable[tuple[int, str]], reference: date) 
     Returns:
         ``(turn, constraint)`` pairs, oldest first, without the superseded ones.
     """
-    said = [(pos, turn, c) for pos, (turn, text) in enumerate(utterances) for c in extract_constraints(text, reference)]
+    by_pos = [(turn, extract_constraints(text, reference)) for turn, text in utterances]
     return [
         (turn, c)
-        for pos, turn, c in said
-        if not any(later_pos > pos and supersedes(later, c) for later_pos, _, later in said)
+        for pos, (turn, found) in enumerate(by_pos)
+        for c in found
+        if not any(lifts(later, siblings, c) for _, siblings in by_pos[pos + 1 :] for later in siblings)
     ]

@@ -45,7 +45,8 @@ _UNITS = r"(?P<u>days?|weeks?|months?|fortnights?)"
 _P_ABS_DM = re.compile(rf"\b{_WDP}(?:the\s)?(?P<d>\d{{1,2}})(?:th)?\s(?:of\s)?(?P<mon>{_MON})(?:{_YEAR})?\b")
 _P_ABS_MD = re.compile(rf"\b{_WDP}(?P<mon>{_MON})\s(?:the\s)?(?P<d>\d{{1,2}})(?:th)?(?:{_YEAR})?\b")
 _P_RANGE_MD = re.compile(
-    rf"\b(?P<mon>{_MON})\s(?:the\s)?(?P<d1>\d{{1,2}})(?:th)?\s(?:{_TO}|and)\s(?:the\s)?(?P<d2>\d{{1,2}})(?:th)?\b"
+    rf"\b(?P<mon>{_MON})\s(?:the\s)?(?P<d1>\d{{1,2}})(?:th)?\s(?:{_TO}|and)\s(?:the\s)?(?P<d2>\d{{1,2}})(?:th)?"
+    rf"(?:\s(?:of\s)?(?P=mon))?\b"
 )
 _P_RANGE_DM = re.compile(
     rf"\b(?:the\s)?(?P<d1>\d{{1,2}})(?:th)?\s(?:{_TO}|and)\s(?:the\s)?(?P<d2>\d{{1,2}})(?:th)?\s(?:of\s)?(?P<mon>{_MON})\b"
@@ -70,6 +71,7 @@ _P_WEEK_OF = re.compile(
 )
 _P_WEEK_ON = re.compile(rf"\b(?:a|1)\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
+_P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\s(?:on\s)?(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
 _P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
 _P_MONTH = re.compile(
@@ -82,7 +84,7 @@ _P_MONTH = re.compile(
 _FILLER = (
     r"(?:\s(?:the|on|a|an|any|anything|time|day|date|at|of|about|around|sometime|some|point|so|well|say|like"
     r"|maybe|perhaps|probably|ideally|just|really|uh|um|er|erm|until|for|either|that|this|end|start|beginning"
-    r"|middle|close))*"
+    r"|middle|close|whole|entire|rest|all))*"
 )
 _EXCLUDE_BEFORE = re.compile(
     r"(?:\bnot|\brather\sthan|\binstead\sof|\bbetter\sthan|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
@@ -124,7 +126,12 @@ _BLOCKED = re.compile(
     r"|off\s(?:the\s)?grid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
 )
-_CONJUNCTION = re.compile(r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then)\b")
+# "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
+# "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
+_CONJUNCTION = re.compile(
+    r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then|otherwise"
+    r"|(?:after|from|beyond|past)\s(?:that|then|this|which))\b"
+)
 _COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|and\sthe|or\sthe)?$")
 # Every expression holds a digit or one of these; text without any is skipped cheaply.
 _HINT = re.compile(
@@ -162,7 +169,7 @@ _FOLLOW_OK = _words(
     "as - i i'm i'll i'd we we're that that's it it's this because cos since after before when which morning "
     "afternoon evening night any anytime around sometime too also rather only again actually sounds good great "
     "perfect isn't doesn't won't wouldn't can't are be preferably ideally from between not except though although "
-    "thanks thank right yeah by you he she they me don't sorry what how is better best"
+    "thanks thank right yeah by you he she they me don't sorry what how is better best now"
 )
 # ...and after words like these when said without "the" ("after 3rd", "on fourteenth").
 _CUE_PREV = _words(
@@ -211,7 +218,10 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     first, last = norm.token_range(m.start(), m.end())
     nxt = norm.tokens[last + 1].norm if last + 1 < len(norm.tokens) else None
     prev = norm.tokens[first - 1].norm if first > 0 else None
-    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK:
+    after_next = norm.tokens[last + 2].norm if last + 2 < len(norm.tokens) else ""
+    # "not the 31st the 25th": one day said straight after another is a correction, still a day.
+    next_is_day = nxt == "the" and after_next[:1].isdigit()
+    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day:
         return False
     if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
         return False  # "the second one", "the 3rd 4729": a count, or part of a masked number
@@ -393,6 +403,7 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_WEEK_OF, _week_of),
     (_P_WEEK_ON, _week_on),
     (_P_WD_WEEK, _weekday_of_week),
+    (_P_WEEK_WD, _weekday_of_week),
     (_P_BARE_ORD, lambda c, m: _bare_day(c, m, digits_only=False)),
     (_P_THE_CARD, lambda c, m: _bare_day(c, m, digits_only=True)),
     (_P_IN_UNITS, _units),
@@ -430,6 +441,19 @@ def _trim_to_conjunction(pre: str) -> str:
     """The part of ``pre`` after its last conjunction: "I can't do Monday but" says nothing about what follows."""
     last = _last_match(_CONJUNCTION, pre)
     return pre[last.end() :].strip() if last else pre
+
+
+# Words after a date that say the reason that follows is about the time beyond it, not the date itself:
+# "before the 9th, I'm camping with no signal from then", "only that week, I'm away either side of it".
+_BEYOND = re.compile(
+    r"\b(?:(?:after|from|beyond|past)\s(?:that|then|this|which)|otherwise|either\sside|outside\s(?:of\s)?(?:that|it|those|then)"
+    r"|the\srest\sof\sthe\stime|any\sother\stime)\b"
+)
+
+
+def _post_blocked(post: str) -> bool:
+    """Whether the words after a date say the caller is away on it ("the 3rd, I'm in hospital")."""
+    return not _BEYOND.search(post) and bool(_BLOCKED.search(_cut_at_conjunction(post)))
 
 
 def _cut_at_conjunction(post: str) -> str:
@@ -478,7 +502,7 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
     if _UNTIL_AFTER.search(near):
         # "don't call me until after the 14th", "not till after the 14th": the 15th at the earliest.
         return "after_strict"
-    blocked = bool(_BLOCKED.search(near) or _BLOCKED.search(_cut_at_conjunction(post)))
+    blocked = bool(_BLOCKED.search(near) or _post_blocked(post))
     cue = _last_match(_CUE, near)
     if cue is None:
         return "exclude" if blocked or _NEG.search(near) else "on"
@@ -662,8 +686,12 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             mode = _mode(pre, post, followed=bool(nxt), sentence_pre=norm.text[s_from : e.start].strip())
             if e.explicit_range and mode != "exclude":
                 # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
-                near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
-                mode = "exclude" if _BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e)) else "on"
+                if _BEYOND.search(post):  # "from the 3rd to the 9th, I'm away either side": the span is free
+                    mode = "exclude" if _BLOCKED.search(_trim_to_conjunction(pre)) else "on"
+                else:
+                    near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
+                    away = _BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e))
+                    mode = "exclude" if away else "on"
         e.mode = mode
         s_index = _index_of(sentences, e.start)
         sentence = _original(norm, *_segment(norm, sentences, s_index))

@@ -113,6 +113,8 @@ _THIRD_PARTY = re.compile(
 _HELD_THING = re.compile(
     r"\b(?:need|have|keep|keeping|borrow\w*|got|rent\w*|hire\w*|booked|lend\w*|using|use)\s(?:the|a|my|our|his|her"
     r"|their)\s(?P<thing>[a-z]+)"
+    # "I'll actually need it until March 10th": the thing named before, kept until then
+    r"|\b(?:need|keep|keeping|have|using|use)\s(?P<it>it|them)\s(?:\w+\s)?(?=(?:until|till|til|through|thru)\b)"
 )
 # A clause whose subject is a product or offer: "my free trial of the calling bundle runs until the 29th".
 _THING_SUBJECT = re.compile(
@@ -152,7 +154,9 @@ _BOOK = _rx(
 _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("callback", _rx(r"call(?:\sme)?\s?back", r"callbacks?", r"ring\s(?:me\s)?back", r"call\sme", r"ring\sme",
                      r"phone\sme", r"give\sme\sa\s(?:call|ring|bell)", r"get\sback\sto\sme", r"reach\sme",
-                     r"contact\sme", r"catch\sme", r"try\sme", r"follow\sup")),
+                     r"contact\sme", r"catch\sme", r"try\sme", r"follow\sup",
+                     # the agent's side of it: "I can book a specialist to call you on the 3rd"
+                     r"(?:call|ring|phone)\syou(?:\sback)?")),
     ("car", _rx(r"cars?", r"vans?", r"vehicles?", r"suv", r"trucks?", r"minibus", r"sedan", r"hatchback", r"rental",
                 r"hire\scar", r"pick\s?-?\s?(?:it|the\s\w+)\s?up", r"drop\s?-?\s?(?:it|the\s\w+)\soff",
                 r"pick-?up\s(?:date|time|location)", r"drop-?off")),
@@ -179,7 +183,8 @@ _CORRECTION = re.compile(
     r"|change\s(?:it|that|this|the\s[\w-]+(?:\sdate)?)\sto|move\s(?:it|that|this|the\s[\w-]+(?:\sdate)?)\s(?:to|back\sto|forward\sto)"
     r"|push\s(?:it|that|the\s[\w-]+)\s(?:back\s)?to|bring\s(?:it|that|the\s[\w-]+)\sforward\sto|reschedule"
     r"|switch\s(?:it\s|that\s)?to|swap\s(?:it\s)?(?:to|for)|rather|scratch\sthat|on\ssecond\sthoughts?"
-    r"|no\swait|wait,?\sno|i\smeant?|correction|change\sof\splan|let's\smake\sit|better\smake\sit"
+    r"|no\swait|wait,?\sno|oh\swait|hang\son|hold\son|i\smeant?|correction|change\sof\splan|let's\smake\sit"
+    r"|better\smake\sit"
     r"|not\sthe\s\w+,?\s(?:the|it's|but)|i\ssaid\sthe|i\sshould\shave\ssaid|my\smistake|my\sbad)\b"
     r"|^\W*(?:no|nope|wait)\b[\s,.]+(?:no[\s,.]+)?(?:it's\s|it\sis\s|make\sit\s"
     r"|i\smeant?\s|i\ssaid\s|rather\s|on\s|for\s)?(?:the\s)?(?:\d|mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun"
@@ -251,14 +256,18 @@ def classify(local: str, sentence: str, *, mode: str, past: bool, head: str | No
     held = _HELD_THING.search(local)
     if held and limit and not blocked and not reach:
         # "I need the van till the 8th", "we have the cottage until the 3rd": that thing's dates.
-        return Reading(DateSubject.BOOKING, StatementKind.CONSTRAINT, topic_of(held["thing"]) or held["thing"], role)
+        named = held["thing"]
+        thing = (topic_of(named) if named else None) or topic or named  # "a compact car": the car
+        return Reading(DateSubject.BOOKING, StatementKind.CONSTRAINT, thing, role)
     if blocked and not _BOOK.search(local) and not _THIRD_PARTY.search(local) and not _CHARGE.search(local):
         # "Not the fifteenth please, I've got a hospital appointment": the caller rules the day out.
         return Reading(DateSubject.AVAILABILITY, StatementKind.CONSTRAINT, topic if topic == "callback" else None)
     if limit and (_THING_DEADLINE.search(local) or _THING_SUBJECT.match(local)) and not _asks_call(local):
         # "please have the credit applied by the 20th": a deadline for something else.
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, None)
-    if _OWN_DEADLINE.search(local) and not (reach and topic == "callback" and not _own_call(local)):
+    # "I will return the car / it on the 12th": the end of what they book, not a deadline for a thing they owe.
+    booked_end = role is not None and topic != "callback" and not _THING_DEADLINE.search(local)
+    if _OWN_DEADLINE.search(local) and not booked_end and not (reach and topic == "callback" and not _own_call(local)):
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, topic, role)
     if _CHARGE.search(local) and not (reach or topic == "callback"):
         return Reading(DateSubject.CHARGE_PERIOD, StatementKind.EVENT, None)

@@ -16,6 +16,7 @@ from typing import Any
 
 from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint, extract_constraints, supersedes
 from voice_agent.core.dates.binding import DateBinding
+from voice_agent.core.dates.corrections import keeps_until, lifts
 from voice_agent.core.dates.extract import weekdays_allowed
 from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
@@ -303,7 +304,7 @@ class DateGuard:
             elif not c.blocked and c.start is None and c.end is not None and c.end < self.reference:
                 continue  # "I paid before the 10th of November" is history, not a limit on scheduling
             lifted = any(
-                later.index > s.index and (supersedes(lc, c) or (lc.is_positive and lc.contains(d)))
+                later.index > s.index and (lifts(lc, later.constraints, c) or (lc.is_positive and lc.contains(d)))
                 for later, lc in a.corrections
             ) or (
                 c.kind is ConstraintKind.EXCLUDE_WEEKDAY
@@ -378,12 +379,15 @@ class DateGuard:
             return DateCheck(DateVerdict.CONFLICT, argument, d, " ".join(parts), cites)
 
         hits = [st for st in a.statements if st.constraint.contains(d)]
+        for_role = (binding or self.binding).role
         if hits:
             last = max(hits, key=lambda st: st.pos)
             for s, c in a.callers:
                 if s.index <= last.pos:
                     continue
-                newer = [c] if supersedes(c, last.constraint) and not c.contains(d) else []
+                # "need it until the 10th" names the 10th as the end day, so it moves a drop-off on the 9th too.
+                other_day = not c.contains(d) or (for_role == "end" and keeps_until(c) and c.end != d)
+                newer = [c] if supersedes(c, last.constraint, for_role) and other_day else []
                 if newer:
                     instead = newer[-1].describe()
                     reason = (
@@ -512,9 +516,23 @@ def constraints_in_transcript(transcript: TranscriptLane, reference: date) -> li
 
 def _in_answer_to(asked: str, c: DateConstraint) -> DateConstraint:
     """``c`` with the topic and role of the agent's question when the caller's words name neither."""
-    if (c.topic is not None and c.role is not None) or not c.is_positive:
-        return c  # a limit says what it is about itself; only a bare day answers the question
-    topic, role = c.topic or topic_of(asked), c.role or role_of(asked)
+    if (c.topic is not None and c.role is not None) or c.kind is not ConstraintKind.ON:
+        # A limit says what it is about itself, and "from the 12th to the 14th" spans both ends of what
+        # was asked: only a bare day answers the question.
+        return c
+    question = _last_question(asked)
+    if not question:
+        return c  # "that invoice shows the router twice." asked nothing: the caller's next day is not about it
+    topic, role = c.topic or topic_of(question), c.role or role_of(question)
     if (topic, role) == (c.topic, c.role):
         return c
     return replace(c, topic=topic, role=role)
+
+
+_QUESTION_SENTENCE = re.compile(r"[^.?!]*\?")
+
+
+def _last_question(text: str) -> str:
+    """The last question in the agent's words (lower case), or "" when they asked none."""
+    found = _QUESTION_SENTENCE.findall(text)
+    return found[-1].strip().lower() if found else ""
