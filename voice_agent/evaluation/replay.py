@@ -64,11 +64,12 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from voice_agent.agent.brain import Brain
 from voice_agent.call_factory import build_session
-from voice_agent.core.assembler import AssemblerConfig
+from voice_agent.core.assembler import KNOWN_FACTS_HEADER, AssembledContext, AssemblerConfig
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import DropEvent, facts_present
 from voice_agent.core.guards.date_guard import DateCheck, parse_date_argument
 from voice_agent.core.policy import ContextPolicy, rewrite_schedule
+from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import ToolOutcome
@@ -447,6 +448,8 @@ class RecordReplay:
         tool_results: Action index -> the structured result the model received (the backend's answer, or the
             gate's rejection), from the first policy's run.
         tokens: Policy -> estimated tokens of the first request of each exchange, by exchange.
+        known_facts_tokens: Policy -> estimated tokens of that request's KNOWN FACTS block, by exchange
+            (0 without one).
         timeline: Policy -> fact label -> per-exchange presence (None before the caller stated it).
         drops: Policy -> the drop log of its summary passes.
         exchanges: Exchanges in the call.
@@ -459,10 +462,18 @@ class RecordReplay:
     perturbed: bool = False
     tool_results: dict[int, dict[str, Any]] = field(default_factory=dict)
     tokens: dict[str, dict[int, int]] = field(default_factory=dict)
+    known_facts_tokens: dict[str, dict[int, int]] = field(default_factory=dict)
     timeline: dict[str, dict[str, list[bool | None]]] = field(default_factory=dict)
     drops: dict[str, list[DropEvent]] = field(default_factory=dict)
     exchanges: int = 0
     fact_kinds: dict[str, str] = field(default_factory=dict)
+
+
+def known_facts_tokens(context: AssembledContext) -> int:
+    """Estimated tokens of the KNOWN FACTS block of an assembled request (0 when it has none)."""
+    blocks = [str(m.get("content")) for m in context.messages
+              if str(m.get("content", "")).startswith(KNOWN_FACTS_HEADER)]
+    return estimate_tokens(blocks[0]) if blocks else 0
 
 
 def record_domain(record: Scenario, specs: Mapping[str, ToolSpec], slot_model: type[BaseModel]) -> Domain:
@@ -531,6 +542,7 @@ async def replay_record(
         state, gate, policy = session.state, session.gate, session.policy
         drops: list[DropEvent] = []
         tokens: dict[int, int] = {}
+        facts_tokens: dict[int, int] = {}
         timeline: dict[str, list[bool | None]] = {label: [] for label in labels}
 
         for u in range(len(record.turns) + 1):
@@ -573,6 +585,7 @@ async def replay_record(
                                        facts_present(summary_pass.text_out, tracked)))
             context = policy.build(state)
             tokens[exchange] = context.total_tokens
+            facts_tokens[exchange] = known_facts_tokens(context)
             text = context.text()
             for label, fact in zip(labels, record.facts, strict=True):
                 series = timeline[label]
@@ -580,6 +593,7 @@ async def replay_record(
                 stated = record.fact_stated_turn(fact) <= exchange
                 series.append(any(verbatim_in(f, text) for f in forms[label]) if stated else None)
         out.tokens[name.value] = tokens
+        out.known_facts_tokens[name.value] = facts_tokens
         out.timeline[name.value] = timeline
         out.drops[name.value] = drops
     out.arguments = [rows[k] for k in sorted(rows)]
