@@ -185,3 +185,73 @@ def test_a_bare_day_for_the_other_end_does_not_replace_this_one() -> None:
         ("caller", "On the 14th please."),
     )
     assert verdict(t, "2026-12-02", BUY_BUS_TICKET, "leaving_date") is DateVerdict.OK
+
+
+# --- counter-examples from review: the fixes above must not overreach ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        (("caller", "Please call me on the 3rd."), ("caller", "Can you also call me on the 16th?")),
+        (("caller", "Call me on the 3rd."), ("caller", "Or the 4th works too.")),
+        (("caller", "Could you call me on the 3rd?"), ("caller", "If not, the 5th.")),
+        (("caller", "Please call me on the 3rd."), ("agent", "And is there a backup day?"), ("caller", "The 5th.")),
+        (("caller", "Call me on the 3rd."), ("caller", "Oh wait, I'm also free on the 5th.")),
+    ],
+)
+def test_a_second_day_offered_as_another_option_replaces_nothing(turns: tuple[tuple[str, str], ...]) -> None:
+    assert verdict(lane(*turns), "2026-12-03") is DateVerdict.OK
+
+
+def test_a_week_said_before_a_weekday_without_on_stays_a_week() -> None:
+    t = lane(("caller", "im away next week friday works though"), ("agent", "How about Tuesday the 8th?"),
+             ("caller", "yeah ok"))
+    assert verdict(t, "2026-12-08") is DateVerdict.CONFLICT
+
+
+def test_a_limit_added_without_a_cue_leaves_the_stricter_one_standing() -> None:
+    t = lane(
+        ("caller", "Don't call before the 10th, I'm at a conference."),
+        ("caller", "Oh, and I'm on holiday until the 5th as well, just so you know."),
+        ("agent", "Would the 7th work?"),
+        ("caller", "sure"),
+    )
+    assert verdict(t, "2026-12-07") is DateVerdict.CONFLICT
+
+
+@pytest.mark.parametrize(
+    "text", ["I'll let you know by the end of next week.", "I'll return the modem by the 12th."]
+)
+def test_the_callers_own_errands_stay_deadlines(text: str) -> None:
+    assert {c.subject for c in extract_constraints(text, REFERENCE)} == {DateSubject.DEADLINE}
+
+
+def test_an_agent_request_for_the_return_day_gives_the_answer_its_end() -> None:
+    t = lane(("caller", "I need a car from the 10th."), ("agent", "Please tell me the day you will return it."),
+             ("caller", "The 14th."))
+    assert verdict(t, "2026-12-14", RESERVE_CAR, "pickup_date") is not DateVerdict.OK
+
+
+def test_choosing_an_option_now_is_not_a_date() -> None:
+    assert extract_constraints("I'll take the second now, thanks.", REFERENCE) == []
+    t = lane(("caller", "Please call me on the 14th."), ("caller", "Okay the first now please."))
+    assert verdict(t, "2026-12-14") is DateVerdict.OK
+
+
+def test_a_corrected_exclusion_is_lifted_even_with_a_new_day_in_the_same_breath() -> None:
+    t = lane(
+        ("caller", "I can't do the 15th."),
+        ("caller", "Sorry, I meant I can't do the 16th. Call me on the 18th instead."),
+    )
+    assert verdict(t, "2026-12-15") is not DateVerdict.CONFLICT
+    assert verdict(t, "2026-12-16") is DateVerdict.CONFLICT
+
+
+def test_a_window_with_away_otherwise_is_the_only_window() -> None:
+    t = lane(
+        ("caller", "Sometime between the 9th and the 17th would suit me, I'm away otherwise."),
+        ("agent", "The first slot I have is the 14th. Would that be OK?"),
+        ("caller", "What about the 18th instead?"),
+    )
+    assert verdict(t, "2026-12-21") is DateVerdict.CONFLICT

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import date
-from typing import Any
 
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
@@ -30,16 +30,21 @@ def _same_thing(later: DateConstraint, earlier: DateConstraint) -> bool:
 
 
 _ASKS = (StatementKind.REQUEST, StatementKind.CORRECTION)
+# A day said as another option, not instead of the one before.
+_ADDITION = re.compile(
+    r"\b(?:also|too|as\swell|either|alternatively|otherwise|failing\sthat|if\snot|or\s(?:the|on|maybe|else)"
+    r"|another|backup|back-up|second\schoice|as\san\soption|in\saddition)\b"
+)
+# The day an utterance asks for in place of another: "the 21st rather than the 18th", "not the 3rd, the 5th".
+_ALTERNATIVE = re.compile(
+    r"\b(?:rather\sthan|instead\sof|in\splace\sof|better\sthan)\b"
+    r"|\bnot\s(?:on\s)?(?:the\s)?[\w-]+(?:\sof\s[a-z]+)?,?\s(?:the\s|on\s)?\d|\bnot\s(?:the\s)?[\w-]+,"
+)
 
 
-class _Unbound:
-    """No parameter given: only the statements themselves say whether they are about the same thing."""
-
-
-_UNBOUND: Any = _Unbound()
-
-
-def supersedes(later: DateConstraint, earlier: DateConstraint, for_role: str | None = _UNBOUND) -> bool:
+def supersedes(
+    later: DateConstraint, earlier: DateConstraint, for_role: str | None = None, *, one_day: bool = False
+) -> bool:
     """Whether ``later`` (said after ``earlier``, in another utterance) replaces it.
 
     A sentence with a correction cue replaces a statement of the same family. A limit
@@ -49,8 +54,10 @@ def supersedes(later: DateConstraint, earlier: DateConstraint, for_role: str | N
     the same purpose, topic and role where both name one: a new drop-off day leaves the
     pick-up day standing.
 
-    ``for_role``: the end the checked parameter books ("start", "end"; None: a date that is not one
-    end of a pair, such as a callback), when the check is for one parameter.
+    ``for_role``: the end the checked parameter books ("start", "end"), when the check is for one
+    parameter that is one end of a pair; None otherwise. ``one_day``: the checked parameter is a
+    single day (a callback, a show), so a new day asked for without a cue or a word of addition
+    replaces the old one.
     """
     if not _same_thing(later, earlier):
         return False
@@ -58,9 +65,13 @@ def supersedes(later: DateConstraint, earlier: DateConstraint, for_role: str | N
         return True  # "I'll return it on the 9th" ... "actually I'll need it until the 10th": a new end day
     if family(later) != family(earlier):
         return False
+    if family(later) == "when" and _ADDITION.search(later.text.lower()):
+        return False  # "also the 16th", "or the 4th works too", "if not, the 5th": another day, not a new one
     if later.correction:
         # A new named day replaces the old one; a limit or exclusion only one of its own kind
-        # ("sorry, not Tuesdays, Wednesdays" replaces the Tuesday rule, not "avoid Mondays").
+        # ("sorry, not Tuesdays, Wednesdays" replaces the Tuesday rule, not "avoid Mondays"), and a
+        # limit one that sets the same end ("good news, I'm back early, anything after the 10th" moves
+        # "I'm away until the 20th").
         if family(later) == "when":
             # A new day replaces the day asked for before, not the only window the caller allowed.
             return not (earlier.statement is StatementKind.CONSTRAINT and later.kind is ConstraintKind.ON)
@@ -68,20 +79,27 @@ def supersedes(later: DateConstraint, earlier: DateConstraint, for_role: str | N
             return bound(later) == bound(earlier)
         return later.kind is earlier.kind
     if later.kind is ConstraintKind.ON and earlier.kind is ConstraintKind.ON:
-        # Without a cue, only when the new day is surely for the same thing: the same end of a booking, or
-        # the end the parameter books ("a trip next Monday" ... "I need to leave today"), or, for a date
-        # that is not one end of a pair (a callback), any day asked for. "Also on the 16th" is rare there;
-        # a bare "the 14th" after "I leave on the 3rd" may well be the return.
-        if later.role is not None:
-            said_for = later.role == earlier.role or (earlier.role is None and later.role == for_role)
-        else:
-            said_for = earlier.role is None and for_role is None and for_role is not _UNBOUND
         # A trip's day counts as asked for: "a trip to San Diego next Monday" ... "I need to leave today".
         asked_before = earlier.statement in _ASKS or (
             earlier.subject is DateSubject.TRIP and earlier.statement is StatementKind.EVENT
         )
-        return said_for and later.start != earlier.start and later.statement in _ASKS and asked_before
-    return bound(later) is not None and bound(later) == bound(earlier)
+        asked = later.start != earlier.start and later.statement in _ASKS and asked_before
+        return asked and _same_end(later, earlier, for_role, one_day)
+    # Without a cue, only a limit restated the same way: "up to the 11th", later "up to the 12th".
+    return later.kind is earlier.kind and later.kind in _LIMITS and later.blocked == earlier.blocked
+
+
+def _same_end(later: DateConstraint, earlier: DateConstraint, for_role: str | None, one_day: bool) -> bool:
+    """Whether a day asked for without a cue is surely for the same end as the day asked before.
+
+    The same end named both times, or the new day names the end the checked parameter books ("a trip
+    next Monday" ... "I need to leave today", for a leaving date). A bare "the 14th" after "I leave on
+    the 3rd" may well be the return. For a single day, any day asked for again replaces the last one
+    (words of addition were ruled out before).
+    """
+    if later.role is None:
+        return one_day and earlier.role is None
+    return later.role == earlier.role or (earlier.role is None and later.role == for_role)
 
 
 def keeps_until(constraint: DateConstraint) -> bool:
@@ -108,7 +126,7 @@ def bound(constraint: DateConstraint) -> str | None:
 
 
 def lifts(
-    later: DateConstraint, said_with: Iterable[DateConstraint], earlier: DateConstraint, for_role: str | None = _UNBOUND
+    later: DateConstraint, said_with: Iterable[DateConstraint], earlier: DateConstraint, for_role: str | None = None
 ) -> bool:
     """Whether ``later``, said with ``said_with`` (its utterance's constraints), replaces ``earlier``.
 
@@ -116,7 +134,8 @@ def lifts(
     that other day ruled out: that exclusion takes back the old request, not any day the caller
     ruled out before, so it replaces no earlier exclusion.
     """
-    if family(later) == "exclude" and family(earlier) == "exclude" and any(c.is_positive for c in said_with):
+    swapped = any(c.is_positive for c in said_with) and _ALTERNATIVE.search(later.text.lower())
+    if family(later) == "exclude" and family(earlier) == "exclude" and swapped:
         return False
     return supersedes(later, earlier, for_role)
 

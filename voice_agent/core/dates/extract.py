@@ -71,7 +71,7 @@ _P_WEEK_OF = re.compile(
 )
 _P_WEEK_ON = re.compile(rf"\b(?:a|1)\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
-_P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\s(?:on\s)?(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
+_P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\son\s(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
 _P_WEEKDAY = re.compile(rf"\b(?:(?P<q>this\scoming|next|this|last|coming)\s)?(?P<wd>{_WD})(?P<pl>s)?\b|\bweekends\b")
 _P_MONTH = re.compile(
@@ -84,7 +84,7 @@ _P_MONTH = re.compile(
 _FILLER = (
     r"(?:\s(?:the|on|a|an|any|anything|time|day|date|at|of|about|around|sometime|some|point|so|well|say|like"
     r"|maybe|perhaps|probably|ideally|just|really|uh|um|er|erm|until|for|either|that|this|end|start|beginning"
-    r"|middle|close|whole|entire|rest|all))*"
+    r"|middle|close|whole|entire|rest))*"
 )
 _EXCLUDE_BEFORE = re.compile(
     r"(?:\bnot|\brather\sthan|\binstead\sof|\bbetter\sthan|\bexcept(?:\sfor)?|\bother\sthan|\bapart\sfrom|\bexcluding|\bbesides|\b(?:any\s\w+|anytime)\sbar"
@@ -169,7 +169,7 @@ _FOLLOW_OK = _words(
     "as - i i'm i'll i'd we we're that that's it it's this because cos since after before when which morning "
     "afternoon evening night any anytime around sometime too also rather only again actually sounds good great "
     "perfect isn't doesn't won't wouldn't can't are be preferably ideally from between not except though although "
-    "thanks thank right yeah by you he she they me don't sorry what how is better best now"
+    "thanks thank right yeah by you he she they me don't sorry what how is better best i've we've they've there's"
 )
 # ...and after words like these when said without "the" ("after 3rd", "on fourteenth").
 _CUE_PREV = _words(
@@ -221,7 +221,9 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     after_next = norm.tokens[last + 2].norm if last + 2 < len(norm.tokens) else ""
     # "not the 31st the 25th": one day said straight after another is a correction, still a day.
     next_is_day = nxt == "the" and after_next[:1].isdigit()
-    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day:
+    # "I'm away until the 7th now" (a limit moved), not "I'll take the second now" (an option).
+    limit_now = nxt == "now" and prev in _LIMIT_CUES
+    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day and not limit_now:
         return False
     if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
         return False  # "the second one", "the 3rd 4729": a count, or part of a masked number

@@ -94,6 +94,9 @@ _HEDGE = _rx(r"might", r"may\sbe", r"maybe", r"possibly", r"not\ssure", r"perhap
              r"don't\sknow\syet", r"no\sidea\syet")
 _WINDOW = _rx(r"any", r"anytime", r"only", r"whenever", r"whichever", r"either", r"all", r"ha(?:s|ve)\sto\sbe",
               r"must\sbe", r"needs?\sto\sbe", r"it'll\shave\sto")
+# "... would suit me, I'm away otherwise": the days named are the only ones, a constraint and not a wish.
+_ONLY_THEN = _rx(r"otherwise", r"either\sside", r"outside\s(?:of\s)?(?:that|those|it|then)",
+                 r"the\srest\sof\sthe\stime")
 # Where the caller will be: a trip is an event, not a blocked day, unless they say they cannot be reached.
 _TRIP = _rx(
     r"fly(?:ing)?\s(?:to|out|in|into|back|home|over)", r"flying", r"trip\sto", r"travel+ing\sto", r"travel\sto",
@@ -145,6 +148,7 @@ _OWN_DEADLINE = re.compile(
     r"|submit|fill|sign|book|finish|hand\sin|drop\sit|call|ring|phone|contact|speak\sto|see)\b"
     r"|\b(?:due|deadline|expires?|expiry|runs\sout|valid\suntil|valid\still)\b"
 )
+_RETURN_IT = re.compile(r"\b(?:return|drop|bring)(?:ing)?\s(?:it|them)(?:\sback|\soff)?\b")
 _BOOK = _rx(
     r"book(?:ing|ed)?", r"reserv(?:e|ation|ed)", r"schedul(?:e|ed)", r"arrange", r"set\sup", r"put\sme\sdown",
     r"rent(?:al|ing)?", r"hire", r"need\s(?:a|the|it|one)", r"want\s(?:a|the|it)", r"get\sme", r"tickets?",
@@ -183,8 +187,11 @@ _CORRECTION = re.compile(
     r"|change\s(?:it|that|this|the\s[\w-]+(?:\sdate)?)\sto|move\s(?:it|that|this|the\s[\w-]+(?:\sdate)?)\s(?:to|back\sto|forward\sto)"
     r"|push\s(?:it|that|the\s[\w-]+)\s(?:back\s)?to|bring\s(?:it|that|the\s[\w-]+)\sforward\sto|reschedule"
     r"|switch\s(?:it\s|that\s)?to|swap\s(?:it\s)?(?:to|for)|rather|scratch\sthat|on\ssecond\sthoughts?"
-    r"|no\swait|wait,?\sno|oh\swait|hang\son|hold\son|i\smeant?|correction|change\sof\splan|let's\smake\sit"
+    r"|no\swait|wait,?\sno|oh\swait|hang\son|hold\son|i\smeant?|correction|change\sof\splans?|let's\smake\sit"
     r"|better\smake\sit"
+    # the caller's circumstances changed: "good news, I'm back early", "my trip got extended"
+    r"|back\searly|cut\sshort|plans?\s(?:have\s)?changed|(?:got|been|was|is)\s(?:extended|cancel+ed|moved|postponed)"
+    r"|(?:is|are|'s)\s(?:fine|ok|okay|good)\snow"
     r"|not\sthe\s\w+,?\s(?:the|it's|but)|i\ssaid\sthe|i\sshould\shave\ssaid|my\smistake|my\sbad)\b"
     r"|^\W*(?:no|nope|wait)\b[\s,.]+(?:no[\s,.]+)?(?:it's\s|it\sis\s|make\sit\s"
     r"|i\smeant?\s|i\ssaid\s|rather\s|on\s|for\s)?(?:the\s)?(?:\d|mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun"
@@ -266,7 +273,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool, head: str | No
         # "please have the credit applied by the 20th": a deadline for something else.
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, None)
     # "I will return the car / it on the 12th": the end of what they book, not a deadline for a thing they owe.
-    booked_end = role is not None and topic != "callback" and not _THING_DEADLINE.search(local)
+    booked_end = (role is not None and topic not in (None, "callback")) or bool(_RETURN_IT.search(local))
     if _OWN_DEADLINE.search(local) and not booked_end and not (reach and topic == "callback" and not _own_call(local)):
         return Reading(DateSubject.DEADLINE, StatementKind.CONSTRAINT, topic, role)
     if _CHARGE.search(local) and not (reach or topic == "callback"):
@@ -296,7 +303,7 @@ def classify(local: str, sentence: str, *, mode: str, past: bool, head: str | No
         subject = DateSubject.BOOKING
     if correction and not blocked:
         return Reading(subject, StatementKind.CORRECTION, topic, role)
-    if limit or _WINDOW.search(local):
+    if limit or _WINDOW.search(local) or _ONLY_THEN.search(sentence):
         return Reading(subject, StatementKind.CONSTRAINT, topic, role)
     return Reading(subject, StatementKind.REQUEST, topic, role)
 

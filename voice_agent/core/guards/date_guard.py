@@ -387,7 +387,10 @@ class DateGuard:
                     continue
                 # "need it until the 10th" names the 10th as the end day, so it moves a drop-off on the 9th too.
                 other_day = not c.contains(d) or (for_role == "end" and keeps_until(c) and c.end != d)
-                newer = [c] if supersedes(c, last.constraint, for_role) and other_day else []
+                # "is there a backup day?" - "the 5th": a second choice, not a new day
+                offered = c.correction or not _ADDITION_ASKED.search(s.asked.lower())
+                replaced = supersedes(c, last.constraint, for_role, one_day=for_role is None) and offered
+                newer = [c] if replaced and other_day else []
                 if newer:
                     instead = newer[-1].describe()
                     reason = (
@@ -520,19 +523,19 @@ def _in_answer_to(asked: str, c: DateConstraint) -> DateConstraint:
         # A limit says what it is about itself, and "from the 12th to the 14th" spans both ends of what
         # was asked: only a bare day answers the question.
         return c
-    question = _last_question(asked)
-    if not question:
+    if not _ASKS_FOR.search(asked.lower()):
         return c  # "that invoice shows the router twice." asked nothing: the caller's next day is not about it
-    topic, role = c.topic or topic_of(question), c.role or role_of(question)
+    topic, role = c.topic or topic_of(asked), c.role or role_of(asked)
     if (topic, role) == (c.topic, c.role):
         return c
     return replace(c, topic=topic, role=role)
 
 
-_QUESTION_SENTENCE = re.compile(r"[^.?!]*\?")
-
-
-def _last_question(text: str) -> str:
-    """The last question in the agent's words (lower case), or "" when they asked none."""
-    found = _QUESTION_SENTENCE.findall(text)
-    return found[-1].strip().lower() if found else ""
+# The agent asked for a second choice: the day the caller then names is another option.
+_ADDITION_ASKED = re.compile(
+    r"\b(?:backup|back-up|another\s(?:day|date|option)|second\schoice|alternative|as\swell|also)\b[^.!]*\?"
+)
+# The agent asked for something: a question, or a request ("please tell me the day you'll return it").
+_ASKS_FOR = re.compile(
+    r"\?|\b(?:tell\sme|let\sme\sknow|please\s(?:say|give|confirm|choose|pick)|when|which\s(?:day|date))\b"
+)
