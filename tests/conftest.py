@@ -20,3 +20,15 @@ def deterministic_summarizer(clean_env: None, monkeypatch: pytest.MonkeyPatch) -
     Tests of the local summarizer delete the variable.
     """
     monkeypatch.setenv(*DETERMINISTIC_SUMMARIZER)
+
+
+@pytest.fixture(scope="session")
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One private state directory for the whole run."""
+    return str(tmp_path_factory.mktemp("state-home"))
+
+
+@pytest.fixture(autouse=True)
+def private_state(clean_env: None, monkeypatch: pytest.MonkeyPatch, state_home: str) -> None:
+    """Served calls write their call store under a temporary state home, never the developer's ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", state_home)

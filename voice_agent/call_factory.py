@@ -19,12 +19,14 @@ from pipecat.services.llm_service import LLMService
 
 from voice_agent.core.guards.output_guard import OutputGuardConfig
 from voice_agent.core.llm_recovery import LLMRecoveryConfig
+from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings
+from voice_agent.store.base import CallStore
 
 DomainFactory = Callable[[], Domain]
 LLMFactory = Callable[[Domain], LLMService[Any]]
@@ -39,6 +41,9 @@ def session_config(settings: Settings) -> SessionConfig:
         policy=PolicyName(settings.policy.name),
         keep=settings.policy.keep,
         every=settings.policy.every,
+        trigger=Trigger(settings.policy.trigger),
+        floor=settings.policy.floor,
+        batch=settings.policy.batch,
         # Unset means today, read per call: a server running past midnight must not keep yesterday.
         reference_date=settings.call.reference_date or dt.date.today(),
         ledger_capacity=settings.call.ledger_capacity,
@@ -141,6 +146,18 @@ def build_call(
     summarizer = summarizer_factory(call_id, domain) if summarizer_factory is not None else None
     session = build_session(settings, call_id, domain, summarizer, llm)
     return CallParts(session, llm, domain.id_shapes, domain.recognizer_topic, {"domain": domain})
+
+
+def call_store(settings: Settings) -> CallStore | None:
+    """The call store the ``store`` settings name (None for ``none``): the served call saves each turn there.
+
+    Raises:
+        StoreError: The store cannot be opened or reached, in one line.
+    """
+    from voice_agent.store import open_store
+
+    store = settings.store
+    return open_store(store.backend, path=store.path, url=store.url, retention_secs=store.retention_secs)
 
 
 def call_factory(

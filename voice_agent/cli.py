@@ -48,8 +48,22 @@ def policy(
     ] = None,
     alignments: Annotated[bool, typer.Option("--alignments", help="Slide the stated turn over 1..2S.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    trigger: Annotated[
+        str, typer.Option("--trigger", help="cadence (the calculator), or reference / threshold: explain a run of "
+                          "--scenario (which turns were compacted when, and why).")
+    ] = "cadence",
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="With --trigger reference or threshold: the scenario to play.")
+    ] = None,
+    run_policy: Annotated[str, typer.Option("--policy", help="With --scenario: lanes or rolling.")] = "lanes",
 ) -> None:
-    """Computes how many summary rewrites a fact goes through, and its odds of surviving them."""
+    """Computes how many summary rewrites a fact goes through, and its odds of surviving them.
+
+    With ``--trigger reference --scenario NAME`` it plays the scenario once and explains each summary pass.
+    """
+    if trigger != "cadence" or scenario is not None:
+        _explain_trigger(trigger, scenario, run_policy, keep, retention, as_json)
+        return
     try:
         report = policy_report(
             PolicyQuestion(keep, every, stated, needed, retention, facts, capture), alignments=alignments
@@ -57,6 +71,28 @@ def policy(
     except PolicyError as exc:
         fail(str(exc))
     print(json.dumps(report) if as_json else render_policy_report(report))
+
+
+def _explain_trigger(trigger: str, scenario: str | None, run_policy: str, keep: int, retention: float,
+                     as_json: bool) -> None:
+    from voice_agent.core.policy import Trigger
+    from voice_agent.evaluation.trigger_explain import explain_run, render_explanation
+    from voice_agent.policies import PolicyName
+    from voice_agent.scenarios import load_scenario
+
+    if trigger not in {t.value for t in Trigger}:
+        fail(f"--trigger takes {', '.join(t.value for t in Trigger)}; got {trigger!r}")
+    if scenario is None:
+        fail(f"--trigger {trigger} depends on what is said: give --scenario NAME to explain a run")
+    if run_policy not in ("lanes", "rolling"):
+        fail(f"--policy takes lanes or rolling; got {run_policy!r}")
+    try:
+        record = load_scenario(scenario)
+        report = explain_run(record, policy=PolicyName(run_policy), trigger=Trigger(trigger), keep=keep,
+                             retention=retention)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    print(json.dumps(report) if as_json else render_explanation(report))
 
 
 @app.command("check-dates")
@@ -145,6 +181,10 @@ def simulate(
     every: Annotated[
         int | None, typer.Option("--every", help="S: summary regeneration cadence (default: settings).")
     ] = None,
+    trigger: Annotated[
+        str | None, typer.Option("--trigger", help="When passes run: cadence, threshold (pipecat's rule) or "
+                                 "reference (default: settings).")
+    ] = None,
     llm: Annotated[
         str, typer.Option("--llm", help="reference (offline default), scripted (a FakeLLM replaying the scenario's "
                           "recorded actions and agent lines), openai, anthropic or google (keys: settings).")
@@ -203,7 +243,7 @@ def simulate(
     if summarizer not in ("fault", "settings"):
         fail(f"--summarizer takes fault or settings; got {summarizer!r}")
     try:
-        settings = with_overrides(load_settings(), policy={"keep": keep, "every": every})
+        settings = with_overrides(load_settings(), policy={"keep": keep, "every": every, "trigger": trigger})
         telemetry = install_telemetry(settings.telemetry)
     except SettingsError as exc:
         fail(str(exc))
@@ -304,6 +344,11 @@ def show_config(
     chosen = summarizer_choice(settings)  # an unset summarizer.kind is resolved per machine: say how
     print(f"summarizer: {chosen.kind} ({chosen.reason}; passes "
           f"{'in the background' if chosen.background else 'inline'})", file=sys.stderr)
+    from voice_agent.store.base import default_sqlite_path
+
+    store = settings.store
+    where = {"sqlite": str(store.path or default_sqlite_path()), "redis": str(store.url), "none": "calls are not saved"}
+    print(f"call store: {store.backend} ({where[store.backend]})", file=sys.stderr)
 
 
 def _mount_subcommands() -> None:

@@ -19,7 +19,7 @@ from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
 from voice_agent.core.llm_recovery import LLMFailure, LLMRecoveryConfig
-from voice_agent.core.policy import ContextPolicy
+from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.spoken_ids import find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.transcript import ToolOutcome
@@ -68,6 +68,10 @@ class SessionConfig:
     policy: PolicyName = PolicyName.LANES
     keep: int = 6
     every: int = 5
+    trigger: Trigger = Trigger.CADENCE
+    """When passes run (``cadence``, ``threshold``, ``reference``); ``floor`` and ``batch`` tune ``reference``."""
+    floor: int = 1
+    batch: int = 6
     reference_date: dt.date = field(default_factory=dt.date.today)
     ledger_capacity: int = 64
     output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
@@ -110,7 +114,8 @@ class CallSession:
         self.state = CallState(
             call_id=call_id,
             reference_date=config.reference_date,
-            policy=ContextPolicy(keep=config.keep, every=config.every),
+            policy=ContextPolicy(keep=config.keep, every=config.every, trigger=config.trigger, floor=config.floor,
+                                 batch=config.batch),
             slot_model=domain.slot_model,
             ledger_capacity=config.ledger_capacity,
         )
@@ -153,6 +158,7 @@ class CallSession:
         guard, recovery = self.config.output_guard, self.config.llm_recovery
         return {
             "policy": self.policy.name, "keep": self.config.keep, "every": self.config.every,
+            "trigger": self.config.trigger.value,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
             "summary_in_background": self.config.summary_in_background,
             "ledger_capacity": self.config.ledger_capacity,

@@ -18,7 +18,16 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -128,11 +137,18 @@ class PolicyConfig(_Section):
         name: ``lanes``, ``rolling`` or ``window``.
         keep: K, recent turns kept raw.
         every: S, summary regeneration cadence in turns.
+        trigger: When passes run: ``cadence`` (every S turns), ``threshold`` (pipecat's built-in rule) or
+            ``reference`` (when older turns are no longer referred to; ``voice-agent eval triggers``).
+        floor: ``reference``: the last turns always kept raw.
+        batch: ``reference``: unreferenced turns waiting before a pass runs.
     """
 
     name: Literal["lanes", "rolling", "window"] = "lanes"
     keep: int = Field(default=6, ge=1)
     every: int = Field(default=5, ge=1)
+    trigger: Literal["cadence", "threshold", "reference"] = "cadence"
+    floor: int = Field(default=1, ge=1)
+    batch: int = Field(default=6, ge=1)
 
 
 class OutputGuardSettings(_Section):
@@ -173,6 +189,36 @@ class CallConfig(_Section):
     ledger_capacity: int = Field(default=64, ge=1)
 
 
+class StoreConfig(_Section):
+    """The call store: where a served call's state is written after every turn, so another worker can resume it.
+
+    Attributes:
+        backend: ``sqlite`` (one embedded file, one worker or several on one machine), ``redis`` (a fleet of
+            workers: shared state, stream tokens, call cap and registry) or ``none`` (calls end with their worker).
+        path: ``sqlite``: the database file; unset: ``$XDG_STATE_HOME/voice-agent/call-state.sqlite3``.
+        url: ``redis``: ``redis://host:port/db``.
+        retention_secs: A call's state is deleted this long after its last write.
+    """
+
+    backend: Literal["sqlite", "redis", "none"] = "sqlite"
+    path: Path | None = None
+    url: str | None = None
+    retention_secs: float = Field(default=86400.0, gt=0.0)
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis:// (or rediss://, unix://) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StoreConfig:
+        if self.backend == "redis" and not self.url:
+            raise ValueError("backend 'redis' needs store.url (e.g. redis://127.0.0.1:6379/0)")
+        return self
+
+
 # load_settings picks the file per call; settings_customise_sources is a classmethod with no
 # other way in, so the path travels in a context variable.
 _toml_path: ContextVar[Path | None] = ContextVar("voice_agent_settings_toml", default=None)
@@ -194,6 +240,7 @@ class Settings(BaseSettings):
     output_guard: OutputGuardSettings = Field(default_factory=OutputGuardSettings)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     call: CallConfig = Field(default_factory=CallConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @classmethod
     def settings_customise_sources(

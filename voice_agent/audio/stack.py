@@ -158,11 +158,13 @@ class AudioStack:
 
         return SileroVADAnalyzer(params=VADParams(stop_secs=self.vad_stop_secs))
 
-    def build(self, prompt: str | None = None) -> CallAudio:
+    def build(self, prompt: str | None = None, script_from: int = 0) -> CallAudio:
         """Builds the services of one call (blocking: run it in a thread when models may load).
 
         Args:
             prompt: A hint for recognisers that take one (Whisper's initial prompt).
+            script_from: The scripted STT starts at this caller line (a resumed call already heard the
+                lines before it).
 
         Raises:
             AudioModelError: A model is missing or does not match the manifest.
@@ -179,7 +181,7 @@ class AudioStack:
         else:
             from voice_agent.audio.fake import ScriptedSTTService
 
-            stt = ScriptedSTTService(self.script, name="stt")
+            stt = ScriptedSTTService(self.script[script_from:], name="stt")
         tts: FrameProcessor
         if self.tts is TtsKind.PIPER:
             from voice_agent.audio.piper_tts import make_piper_tts

@@ -67,16 +67,19 @@ class CallState:
         self.transcript.append_agent(max(self.turn, 1), text, interrupted=interrupted)
 
     def raw_entries(self) -> list[TranscriptEntry]:
-        """Transcript entries kept verbatim right now (never fewer than the last K turns).
+        """Transcript entries kept verbatim right now (never fewer than the last K turns under the cadence).
 
-        Turns a background summary pass is still folding count as unsummarized until it lands.
+        Turns a background summary pass is still folding count as unsummarized until it lands. Turns the
+        ``reference`` trigger holds because the recent turns still refer to them come first, in order.
         """
         first = self.tracker.raw_from(max(self.turn, 1))
         if self.unsummarized_from is not None:
             first = min(first, self.unsummarized_from)
-        return self.transcript.in_turns(first, self.turn)
+        held = [e for t in sorted(set(self.tracker.held)) if t < first for e in self.transcript.in_turns(t, t)]
+        return held + self.transcript.in_turns(first, self.turn)
 
     def recent_entries(self) -> list[TranscriptEntry]:
         """Entries of the last K turns plus the current one: the ID guard's raw view."""
-        first = self.policy.window_start(max(self.turn, 1))
+        # The last K turns whatever the trigger: a trigger decides what the model sees, not what the guard reads.
+        first = max(1, max(self.turn, 1) - self.policy.keep)
         return self.transcript.in_turns(first, self.turn)

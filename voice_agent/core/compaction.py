@@ -10,10 +10,12 @@ from dataclasses import replace
 from loguru import logger
 
 from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction_trigger import CompactionTrigger
 from voice_agent.core.drop_log import SummaryPass, facts_present
 from voice_agent.core.policy import Regeneration
 from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import Summarizer, SummaryRequest
+from voice_agent.core.transcript import TranscriptEntry
 
 
 def tracked_facts(state: CallState) -> dict[str, str]:
@@ -34,6 +36,12 @@ def tracked_facts(state: CallState) -> dict[str, str]:
     return facts
 
 
+def folded_entries(state: CallState, regeneration: Regeneration) -> list[TranscriptEntry]:
+    """The transcript entries a pass receives (a ``reference`` pass skips the turns it holds)."""
+    entries = state.transcript.in_turns(regeneration.first, regeneration.last)
+    return [e for e in entries if regeneration.folds(e.turn)] if regeneration.turns else entries
+
+
 class Compactor:
     """Runs the policy's regenerations for one call.
 
@@ -46,6 +54,7 @@ class Compactor:
 
     def __init__(self, summarizer: Summarizer) -> None:
         self.summarizer = summarizer
+        self.trigger = CompactionTrigger()
 
     async def on_turn_start(self, state: CallState, context_tokens: int | None = None) -> SummaryPass | None:
         """Regenerates the summary if due at the start of ``state.turn``; returns the pass."""
@@ -55,8 +64,8 @@ class Compactor:
         return await self.run(state, regeneration)
 
     def schedule(self, state: CallState, context_tokens: int | None = None) -> Regeneration | None:
-        """The pass due at the start of ``state.turn``, if any (steps the policy tracker; runs nothing)."""
-        return state.tracker.on_turn_start(state.turn, context_tokens)
+        """The pass due at the start of ``state.turn``, if any (steps the policy's trigger; runs nothing)."""
+        return self.trigger.schedule(state, context_tokens)
 
     async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
         """Runs one scheduled pass on the summary and ledger as they are now, and logs its drops.
@@ -64,7 +73,7 @@ class Compactor:
         In the background this may start turns after it was scheduled: the turns it folds are fixed by
         ``regeneration``, the previous summary is the one the last landed pass left.
         """
-        leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
+        leaving = folded_entries(state, regeneration)
         tracked = tracked_facts(state)
         # Keyed like the drop log ("ledger:order#2"), so several entries of one role stay apart.
         identifiers = {value: key.removeprefix("ledger:") for key, value in tracked.items()

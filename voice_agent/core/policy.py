@@ -11,10 +11,24 @@ import bisect
 import functools
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 class PolicyError(ValueError):
     """Invalid policy parameters."""
+
+
+class Trigger(StrEnum):
+    """What decides when the summary is regenerated.
+
+    ``cadence``: every S turns (the calculator's model). ``threshold``: pipecat's built-in rule (20 unsummarized
+    messages or 8000 tokens, keep the last 4 messages). ``reference``: when enough older turns are no longer
+    referred to by the recent ones (:mod:`voice_agent.core.compaction_trigger`).
+    """
+
+    CADENCE = "cadence"
+    THRESHOLD = "threshold"
+    REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
@@ -26,15 +40,25 @@ class ContextPolicy:
     when the assembled context reached ``max_context_tokens``), the summarizer runs
     and receives the previous summary plus every not yet summarized turn u <= m-keep-1.
 
+    With ``trigger`` other than ``cadence`` the schedule is decided by
+    :mod:`voice_agent.core.compaction_trigger` instead; K then bounds how far back "the recent turns" reach
+    (``reference``), and ``floor`` turns are never compacted.
+
     Args:
         keep: K, the number of recent turns that are never compacted (>= 1).
         every: S, the regeneration cadence in turns (>= 1).
         max_context_tokens: Optional token-threshold trigger (>= 1), in addition to the cadence.
+        trigger: ``cadence``, ``threshold`` or ``reference``.
+        floor: ``reference``: the last turns always kept raw, referred to or not (>= 1).
+        batch: ``reference``: unreferenced turns waiting before a pass runs (each pass is a model call; >= 1).
     """
 
     keep: int = 6
     every: int = 5
     max_context_tokens: int | None = None
+    trigger: Trigger = Trigger.CADENCE
+    floor: int = 1
+    batch: int = 6
 
     def __post_init__(self) -> None:
         if self.keep < 1:
@@ -43,9 +67,27 @@ class ContextPolicy:
             raise PolicyError(f"every (S) must be at least 1, got {self.every}")
         if self.max_context_tokens is not None and self.max_context_tokens < 1:
             raise PolicyError(f"max_context_tokens must be at least 1, got {self.max_context_tokens}")
+        try:
+            object.__setattr__(self, "trigger", Trigger(self.trigger))
+        except ValueError:
+            raise PolicyError(
+                f"trigger takes {', '.join(t.value for t in Trigger)}, got {self.trigger!r}"
+            ) from None
+        if self.floor < 1:
+            raise PolicyError(f"floor must be at least 1, got {self.floor}")
+        if self.batch < 1:
+            raise PolicyError(f"batch must be at least 1, got {self.batch}")
 
     def window_start(self, turn: int) -> int:
-        """First turn of the raw window at the start of ``turn``."""
+        """First turn of the raw window at the start of ``turn``.
+
+        Under a trigger other than ``cadence`` only the last ``floor`` turns (``reference``) or the last
+        turn (``threshold``, which keeps messages, not turns) are guaranteed raw.
+        """
+        if self.trigger is Trigger.REFERENCE:
+            return max(1, turn - self.floor)
+        if self.trigger is Trigger.THRESHOLD:
+            return max(1, turn - 1)
         return max(1, turn - self.keep)
 
     def summarizable_through(self, turn: int) -> int:
@@ -65,19 +107,40 @@ class ContextPolicy:
 
 @dataclass(frozen=True)
 class Regeneration:
-    """One summary pass: it runs at the start of ``turn`` and receives turns ``first..last``."""
+    """One summary pass: it runs at the start of ``turn`` and receives turns ``first..last``.
+
+    A ``reference`` pass may skip turns in that range that are still referred to: then ``turns`` lists
+    exactly the turns it receives (empty: all of ``first..last``).
+    """
 
     turn: int
     first: int
     last: int
+    turns: tuple[int, ...] = ()
+
+    def folds(self, turn: int) -> bool:
+        """Whether this pass receives ``turn``."""
+        if self.turns:
+            return turn in self.turns
+        return self.first <= turn <= self.last
 
 
 @dataclass
 class PolicyTracker:
-    """Live state of a policy within one call: what has been summarized so far."""
+    """Live state of a policy within one call: what has been summarized so far.
+
+    Plain data (ints and a tuple of ints), so a call's state can be stored and restored.
+
+    Attributes:
+        policy: The policy.
+        summarized_through: Every turn up to here was handed to a pass, except those in ``held``.
+        held: Turns up to ``summarized_through`` kept raw because the recent turns still refer to them
+            (``reference`` only), oldest first.
+    """
 
     policy: ContextPolicy
     summarized_through: int = 0
+    held: tuple[int, ...] = ()
 
     def on_turn_start(self, turn: int, context_tokens: int | None = None) -> Regeneration | None:
         """Returns the pass to run at the start of ``turn``, or None.
@@ -97,9 +160,23 @@ class PolicyTracker:
     def raw_from(self, turn: int) -> int:
         """First turn kept verbatim during ``turn``: everything not yet summarized.
 
-        That is never later than the K-turn window, so the last K turns are always raw.
+        That is never later than the K-turn window, so the last K turns are always raw. Turns in
+        :attr:`held` are raw too, though older.
         """
         return min(self.summarized_through + 1, self.policy.window_start(turn))
+
+    def advance(self, regeneration: Regeneration, through: int, held: tuple[int, ...] = ()) -> None:
+        """Records a pass a trigger other than the cadence scheduled.
+
+        Args:
+            regeneration: The pass (already scheduled; it receives its turns).
+            through: Every turn up to here is now summarized or held.
+            held: The turns up to ``through`` kept raw.
+        """
+        if through < self.summarized_through:
+            raise PolicyError(f"summaries never go back: through={through} < {self.summarized_through}")
+        self.summarized_through = through
+        self.held = tuple(sorted(held))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -134,6 +134,10 @@ class TranscriptLane:
         hi = bisect.bisect_right(self._turns, last)
         return self._entries[lo:hi]
 
+    def since(self, index: int) -> list[TranscriptEntry]:
+        """Entries from position ``index`` on, in order: what was appended after a reader's last look."""
+        return self._entries[max(index, 0):]
+
     def caller_utterances(self) -> list[TranscriptEntry]:
         """Every caller utterance of the call, in order."""
         return [e for e in self._entries if e.kind is EntryKind.CALLER]

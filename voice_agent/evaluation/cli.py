@@ -5,7 +5,8 @@ Mount it on the main app with ``app.add_typer(eval_app, name="eval")``. Then:
 * ``voice-agent eval FILE.jsonl [options]`` (the ``replay`` command is the default);
 * ``voice-agent eval compaction-safety TRACE [options]``;
 * ``voice-agent eval retention REPORT... [--json PATH]``;
-* ``voice-agent eval retention --summarizer local [--calls N] [--passes N]`` (a real summarizer, measured).
+* ``voice-agent eval retention --summarizer local [--calls N] [--passes N]`` (a real summarizer, measured);
+* ``voice-agent eval retrieval [--strict] [--json PATH]`` (precision@3, MRR, nothing injected, every question set).
 """
 
 from __future__ import annotations
@@ -529,6 +530,112 @@ def dates_command(
         missed = [r["label"] for r in report["targets"] if r["met"] is False]
         print(f"voice-agent: targets missed: {', '.join(missed)}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def print_retrieval(report: dict[str, Any], *, show_failures: int = 0, blind_failures: bool = False,
+                    out: Console = console) -> None:
+    """Prints the retrieval-quality table of :func:`voice_agent.evaluation.retrieval_eval.evaluate_sets`."""
+    table = Table(title="Retrieval quality (P@3: precision@3 over what was injected)")
+    for column in ("set", "ans / unans", "P@3", "MRR", "hit@3", "none injected", "empty on ans", "ASR slips P@3/MRR"):
+        table.add_column(column, justify="left" if column == "set" else "right", no_wrap=True)
+    for name, body in report["sets"].items():
+        slip = body.get("asr_slip")
+        table.add_row(name, f"{body['answerable']} / {body['unanswerable']}", f"{body['precision_at_3']:.3f}",
+                      f"{body['mrr']:.3f}", f"{body['hit_at_3']:.3f}", f"{body['nothing_injected_rate']:.3f}",
+                      f"{body['empty_on_answerable_rate']:.3f}",
+                      f"{slip['precision_at_3']:.2f}/{slip['mrr']:.2f} ({slip['answerable']})" if slip else "-")
+    out.print(table)
+    floor = report["floor"]
+    if floor["met"] is not None:
+        out.print(f"floor: precision@3 >= {floor['precision_at_3_min']:.2f} on {floor['set']}: "
+                  f"{floor['precision_at_3']:.3f} {_mark(floor['met'])}")
+    if show_failures <= 0:
+        return
+    for name, body in report["sets"].items():
+        if body["blind"] and not blind_failures:
+            out.print(f"{name}: {len(body['failures'])} misses, not shown (a blind set; --blind-failures shows them)")
+            continue
+        for failure in body["failures"][:show_failures]:
+            out.print(f"  {name}: {failure['question']!r} -> {failure['returned']}")
+
+
+@eval_app.command("retrieval")
+def retrieval_command(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the held-out floor is missed.")] = False,
+    show_failures: Annotated[int, typer.Option("--show-failures", help="Misses printed per set.")] = 0,
+    blind_failures: Annotated[bool, typer.Option("--blind-failures", help="Also print the blind set's misses "
+                                                                          "(it is then no longer blind).")] = False,
+) -> None:
+    """Scores retrieval over config/knowledge on every labelled question set: precision@3, MRR, nothing injected.
+
+    Sets: the calibration questions and their twelve held-out ones (tests/data/retrieval_questions.yaml), and
+    config/evals/retrieval/heldout.yaml and blind.yaml (written apart from the code, frozen before retrieval was
+    changed). Floor: precision@3 >= 0.80 on heldout. Exit 0 unless a set file is broken (2) or, with --strict,
+    the floor is missed (1).
+    """
+    from voice_agent.evaluation.retrieval_eval import evaluate_sets
+    from voice_agent.retrieval.index import HybridIndex
+
+    try:
+        report = evaluate_sets(HybridIndex.load())
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    print_retrieval(report, show_failures=show_failures, blind_failures=blind_failures)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+        console.print(f"report written to {json_path}")
+    if strict and report["floor"]["met"] is False:
+        print("voice-agent: retrieval floor missed: precision@3 on heldout "
+              f"{report['floor']['precision_at_3']:.3f} < {report['floor']['precision_at_3_min']:.2f}",
+              file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@eval_app.command("triggers")
+def triggers_command(
+    every: Annotated[str, typer.Option("--every", help="Cadences to compare, comma-separated (S=5 always).")] = "5,10",
+    runs: Annotated[int, typer.Option("--runs", help="Seeds of the fault model per script.")] = 3,
+    retention: Annotated[float, typer.Option("--retention", help="R of the fault model.")] = 0.9,
+    corpora: Annotated[str, typer.Option("--corpora", help="scenarios, sgd, long (comma-separated).")] = (
+        "scenarios,sgd,long"
+    ),
+    jobs: Annotated[int, typer.Option("--jobs", help="Worker processes (default: CPU count).")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
+) -> None:
+    """When to compact: cadence, pipecat's threshold and the reference trigger, under lanes and rolling.
+
+    One table over every scenario and its paraphrases, the public SGD calls and long (110-turn) calls.
+    """
+    import os
+    import time
+
+    from voice_agent.evaluation.compaction_triggers import (
+        render,
+        render_verdicts,
+        run_table,
+        table_rows,
+        trigger_specs,
+        verdicts,
+    )
+
+    try:
+        everies = [int(s) for s in every.split(",") if s.strip()]
+        if any(s < 1 for s in everies) or runs < 1 or not 0.0 <= retention <= 1.0:
+            raise ValueError("--every values and --runs must be at least 1, --retention in [0, 1]")
+        started = time.perf_counter()
+        with console.status("playing every call under every trigger...") as status:
+            results = run_table(trigger_specs(everies), runs=runs, retention=retention,
+                                jobs=jobs or os.cpu_count() or 1, corpora=[c.strip() for c in corpora.split(",")],
+                                on_done=lambda done, total: status.update(f"{done}/{total} tasks"))
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    rows = table_rows(results)
+    print(render(rows))
+    print(render_verdicts(verdicts(rows)))
+    print(f"R={retention:g}, {runs} seed(s) per script, wall {time.perf_counter() - started:.0f} s")
+    if json_path is not None:
+        json_path.write_text(json.dumps({"rows": rows, "verdicts": verdicts(rows)}, indent=1), encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

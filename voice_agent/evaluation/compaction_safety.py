@@ -120,7 +120,8 @@ async def record_trace_async(
     from voice_agent.simulation.text_call import run_text_call
 
     factory = domain_factory or billing_domain
-    settings = with_overrides(load_settings(), policy={"keep": keep, "every": every})
+    # The trace replays through trackers of its own (cadence-driven): record it under the cadence too.
+    settings = with_overrides(load_settings(), policy={"keep": keep, "every": every, "trigger": "cadence"})
     plan = SimulationPlan(scenario, [], factory, [policy], settings, runs=1, retention=retention, seed=seed)
     parts = plan.call(scenario, policy, 0)
     await run_text_call(parts.session, parts.llm, caller_lines(scenario))
@@ -377,8 +378,10 @@ async def check_trace(
     tracked = flat_tracked({k: tuple(v) for k, v in dict(trace.get("tracked_facts", {})).items()})
     tools = [t.name for t in dom.tools]
 
-    settings = with_overrides(load_settings(), policy={"name": policy.value, "keep": ctx_policy.keep,
-                                                  "every": ctx_policy.every}, call={"reference_date": reference})
+    # The forced and uncompacted trackers below decide every pass: the cadence trigger is the one that asks them.
+    settings = with_overrides(load_settings(), policy={"name": policy.value, "trigger": "cadence",
+                                                       "keep": ctx_policy.keep, "every": ctx_policy.every},
+                              call={"reference_date": reference})
 
     def make_run(tracker: PolicyTracker) -> tuple[_Run, ToolGate]:
         # Built by the call factory like any call; only the compaction trigger is the harness's own.

@@ -16,6 +16,8 @@ from voice_agent.core.assembler import (
     retrieved_message,
 )
 from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import folded_entries
+from voice_agent.core.compaction_trigger import CompactionTrigger
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.policy import Regeneration
 from voice_agent.core.transcript import TranscriptEntry
@@ -45,6 +47,7 @@ class RollingPolicy:
         self.config = assembler_config
         self.summarizer = summarizer
         self.summary = ""
+        self.trigger = CompactionTrigger(lanes_shown=False)  # rolling shows no ledger or slots
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Folds the turns that left the window into the summary, when the schedule says so."""
@@ -55,11 +58,11 @@ class RollingPolicy:
 
     def schedule(self, state: CallState) -> Regeneration | None:
         """The regeneration due now, if any (not run)."""
-        return state.tracker.on_turn_start(state.turn)
+        return self.trigger.schedule(state)
 
     async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
         """Folds the turns of ``regeneration`` into the summary text as it is now."""
-        leaving = state.transcript.in_turns(regeneration.first, regeneration.last)
+        leaving = folded_entries(state, regeneration)
         text_in = self.summary + "\n" + "\n".join(e.render() for e in leaving)
         self.summary = await self.summarizer.summarize_text(self.summary, leaving)
         # Rolling keeps no ledger or slots, so the call itself follows no facts through the pass.

@@ -40,10 +40,12 @@ class LabelledQuestion:
     Attributes:
         text: The question as an ASR would hand it over.
         relevant: Ids of the chunks that answer it (empty for an unanswerable question).
+        asr_slip: The text carries a misrecognised or split word (``asr_slip: true`` in the file).
     """
 
     text: str
     relevant: tuple[str, ...]
+    asr_slip: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ def _parse(data: object, where: str) -> QuestionSet:
     for item in data.get("answerable") or []:
         if not isinstance(item, dict) or not item.get("q") or not item.get("relevant"):
             raise ValueError(f"{where}: an answerable entry needs 'q' and a non-empty 'relevant': {item!r}")
-        answerable.append(LabelledQuestion(str(item["q"]), tuple(str(r) for r in item["relevant"])))
+        answerable.append(LabelledQuestion(str(item["q"]), tuple(str(r) for r in item["relevant"]),
+                                           bool(item.get("asr_slip", False))))
     unanswerable = [LabelledQuestion(str(q), ()) for q in data.get("unanswerable") or []]
     return QuestionSet(tuple(answerable), tuple(unanswerable))
 
@@ -80,8 +83,12 @@ def load_questions(path: Path | str = QUESTIONS_PATH, *, heldout: bool = False) 
 
     Raises:
         ValueError: The file does not have that shape.
+        OSError: The file cannot be read.
     """
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
     if heldout:
         section = data.get("heldout") if isinstance(data, dict) else None
         return _parse(section or {}, f"{path} (heldout)")

@@ -61,6 +61,8 @@ class EndReason(StrEnum):
     VIOLATION = "violation"
     SLOW_CLIENT = "slow client"
     ENDED = "ended"
+    HANDED_OVER = "handed over"
+    """A drain saved the call and closed its stream so the provider brings it back to another worker."""
 
 
 CLOSE_CODES: dict[EndReason, int] = {
@@ -69,6 +71,7 @@ CLOSE_CODES: dict[EndReason, int] = {
     EndReason.TIME_LIMIT: 1000,
     EndReason.ENDED: 1000,
     EndReason.DRAINED: 1001,
+    EndReason.HANDED_OVER: 1012,
     EndReason.VIOLATION: 1008,
     EndReason.SLOW_CLIENT: 1008,
     EndReason.SERVER_ERROR: 1011,

@@ -11,6 +11,7 @@ import datetime as dt
 import importlib
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -65,11 +66,31 @@ def serve_command(
     knowledge: Annotated[
         bool, typer.Option("--knowledge/--no-knowledge", help="Retrieve from config/knowledge for each caller turn.")
     ] = True,
+    script: Annotated[
+        str | None, typer.Option("--script", help="--stack fake: the scripted recogniser hears this scenario's "
+                                 "caller lines (name or YAML path).")
+    ] = None,
+    fleet_max_calls: Annotated[
+        int, typer.Option("--fleet-max-calls", help="With the redis store: calls the whole fleet of workers takes "
+                          "at once (0: only each worker's --max-calls).")
+    ] = 0,
+    hand_over: Annotated[
+        bool | None, typer.Option("--hand-over/--no-hand-over", help="On SIGTERM, save active calls and send "
+                                  "them back through the provider to another worker of the same store "
+                                  "(default: on with the redis store, off otherwise: a lone worker lets its "
+                                  "calls finish).")
+    ] = None,
 ) -> None:
-    """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call."""
-    from voice_agent.call_factory import call_factory
+    """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call.
+
+    With a call store (the ``store`` settings: SQLite by default, Redis for several workers) every call's
+    state is saved after each turn; a call whose stream ends without a hang-up resumes where it was.
+    """
+    from voice_agent.call_factory import call_factory, call_store
     from voice_agent.settings import SettingsError, load_settings
+    from voice_agent.store.base import StoreError
     from voice_agent.telemetry import install_telemetry
+    from voice_agent.telephony.fleet import fleet_for
     from voice_agent.telephony.providers import HangupCredentials, Provider
     from voice_agent.telephony.server import ConfigError, ServerConfig, serve
 
@@ -85,11 +106,29 @@ def serve_command(
     except SettingsError as exc:
         _fail("serve", str(exc))
         return
+    audio_stack = _stack("serve", stack)
+    if script is not None:
+        from voice_agent.scenarios import load_scenario
+
+        try:
+            scripted = load_scenario(script)
+        except (FileNotFoundError, ValueError) as exc:
+            _fail("serve", f"--script: {exc}")
+            return
+        audio_stack = audio_stack.with_script([t.text for t in scripted.turns if t.speaker == "caller"])
+    try:
+        store = call_store(settings)
+    except StoreError as exc:
+        _fail("serve", str(exc))
+        return
+    if fleet_max_calls < 0:
+        _fail("serve", "--fleet-max-calls must be 0 or more")
+    fleet = fleet_for(settings.store.backend, settings.store.url, f"{socket.gethostname()}:{port}", fleet_max_calls)
     config = ServerConfig(
         host=host, port=port, provider=chosen, public_url=public_url,
         production=production or os.environ.get("VOICE_AGENT_PRODUCTION") == "1",
-        credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=_stack("serve", stack),
-        transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge,
+        credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=audio_stack, store=store, fleet=fleet,
+        transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge, hand_over=hand_over,
         transcript_retention_days=None if retention_days == 0 else retention_days,
         calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None,
     )
@@ -102,6 +141,8 @@ def serve_command(
         _fail("serve", f"cannot start: {exc}")
     finally:
         telemetry.shutdown()
+        if store is not None:
+            store.close()
 
 
 def dial_command(
@@ -138,6 +179,33 @@ def dial_command(
         print(f"transcript: {result.transcript_path}  agent audio: {result.wav_path}")
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+def balance_command(
+    worker: Annotated[
+        list[str], typer.Option("--worker", help="A worker's host:port (repeat; the first ready one gets each "
+                                "connection).")
+    ],
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8765,
+) -> None:
+    """A small health-checked balancer for several local workers: each connection goes to the first worker
+    whose /readyz is 200 (a killed worker refuses, a draining one says 503), so resumes reach a live one."""
+    from voice_agent.telephony.balancer import ReadyProxy
+
+    backends = []
+    for spec in worker:
+        name, _, number = spec.rpartition(":")
+        if not name or not number.isdigit():
+            _fail("balance", f"--worker takes host:port, got {spec!r}")
+        backends.append((name, int(number)))
+    print(f"balancing {host}:{port} over {', '.join(worker)}", file=sys.stderr)
+    try:
+        asyncio.run(ReadyProxy(backends, host, port).serve_forever())
+    except OSError as exc:
+        _fail("balance", f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        pass
 
 
 def talk_command(
@@ -318,7 +386,8 @@ def simulate_audio_command(
 
 
 def register_telephony_commands(app: typer.Typer) -> None:
-    """Adds ``serve``, ``dial`` and ``talk`` to the main ``voice-agent`` app."""
+    """Adds ``serve``, ``dial``, ``balance`` and ``talk`` to the main ``voice-agent`` app."""
     app.command("serve")(serve_command)
     app.command("dial")(dial_command)
+    app.command("balance")(balance_command)
     app.command("talk")(talk_command)

@@ -8,8 +8,10 @@ times faster if asked), silence when the caller is quiet and synthesised speech 
 line. It waits for the agent's reply by watching the received audio (first voiced frame after the
 caller stopped, then a stretch of silence and the end of playback), echoes ``mark`` messages once
 the audio before them has played, counts ``clear`` messages, sends ``dtmf`` on request, and ends
-with ``stop``. The agent's audio is recorded to a WAV file, transcribed per turn, and the call is
-written out as JSON and text.
+with ``stop``. When the server closes the stream before the lines are done, it follows the TwiML
+as Twilio does: the ``<Connect action>`` URL (or a ``<Redirect>``, after any ``<Pause>``) is
+requested with the same ``CallSid``, and a new stream carries the call on. The agent's audio is
+recorded to a WAV file, transcribed per turn, and the call is written out as JSON and text.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ CHUNK_BYTES = PHONE_RATE * FRAME_MS // 1000
 
 SILENCE = b"\xff" * CHUNK_BYTES
 """20 ms of µ-law silence."""
+
+_MAX_REDIRECTS = 5
+"""Most ``<Redirect>`` answers followed in a row."""
 
 _ID = re.compile(r"\b[A-Z]{2,}(?:-[A-Z0-9]+)+\b")
 _DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -144,6 +149,11 @@ class CallResult:
         media_received: Media frames received.
         wav_path: Where the agent's audio was written.
         transcript_path: Where the transcript JSON was written.
+        legs: Streams the call ran on (more than one: the server closed a stream and the TwiML brought the
+            call back, as Twilio follows ``<Connect action>`` or a ``<Redirect>``).
+        resume_gaps_ms: Per resume, what the caller heard as the gap: from the moment the stream dropped to
+            the first voiced audio of the next stream.
+        repeated: Lines said again on the next stream because the stream dropped before any reply to them.
     """
 
     status: str
@@ -159,6 +169,9 @@ class CallResult:
     media_received: int = 0
     wav_path: str | None = None
     transcript_path: str | None = None
+    legs: int = 0
+    resume_gaps_ms: list[float] = field(default_factory=list)
+    repeated: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -173,6 +186,9 @@ class CallResult:
             out.append(f"AGENT ({latency}, {turn.agent_secs:.1f} s): {turn.agent_text or '(not transcribed)'}")
         if self.close_code is not None:
             out.append(f"[stream closed by server: {self.close_code} {self.close_reason}]")
+        if self.legs > 1:
+            gaps = ", ".join(f"{g:.0f} ms" for g in self.resume_gaps_ms)
+            out.append(f"[resumed {self.legs - 1} time(s); gap as heard: {gaps}]")
         return "\n".join(out)
 
 
@@ -180,14 +196,66 @@ class CallRefused(Exception):
     """The webhook answered without a stream (busy, rejected, or an HTTP error)."""
 
 
-async def post_webhook(url: str, config: EmulatorConfig, call_sid: str) -> tuple[str, dict[str, str]]:
-    """Posts Twilio's voice webhook and reads the TwiML: (stream URL, custom parameters).
+@dataclass(frozen=True)
+class Instructions:
+    """What a TwiML answer tells the call to do, as this emulator follows it.
+
+    Attributes:
+        stream_url: ``<Connect><Stream url>``: the stream to open (None: no stream).
+        parameters: The stream's ``<Parameter>`` elements.
+        action_url: ``<Connect action>``: requested when the stream ends (Twilio's standard parameters).
+        redirect_url: A ``<Redirect>`` after the stream (or instead of one): requested next.
+        pause_secs: ``<Pause length>`` before a redirect.
+        said: Text of ``<Say>`` elements.
+    """
+
+    stream_url: str | None = None
+    parameters: dict[str, str] = field(default_factory=dict)
+    action_url: str | None = None
+    redirect_url: str | None = None
+    pause_secs: float = 0.0
+    said: str = ""
+
+    @property
+    def after_stream(self) -> str | None:
+        """Where Twilio goes when the stream ends: the action URL, else the next verb's redirect."""
+        return self.action_url or self.redirect_url
+
+
+def read_twiml(body: str) -> Instructions:
+    """Reads the verbs this emulator follows from a TwiML document.
 
     Raises:
-        CallRefused: HTTP error, or TwiML without ``<Connect><Stream>`` (the spoken text is the message).
+        CallRefused: The body is not TwiML.
+    """
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as exc:
+        raise CallRefused(f"webhook answered something that is not TwiML: {exc}") from exc
+    connect = root.find("./Connect")
+    stream = root.find("./Connect/Stream")
+    redirect = root.find("./Redirect")
+    pause = root.find("./Pause")
+    said = " ".join(e.text or "" for e in root.iter() if e.tag in ("Say", "Speak")).strip()
+    return Instructions(
+        stream_url=str(stream.get("url")) if stream is not None and stream.get("url") else None,
+        parameters={p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")} if stream is not None
+        else {},
+        action_url=connect.get("action") if connect is not None else None,
+        redirect_url=(redirect.text or "").strip() or None if redirect is not None else None,
+        pause_secs=float(pause.get("length", "1")) if pause is not None else 0.0,
+        said=said,
+    )
+
+
+async def request_twiml(url: str, config: EmulatorConfig, call_sid: str, status: str = "ringing") -> Instructions:
+    """Posts Twilio's standard call parameters to ``url`` (the voice webhook, an action or redirect URL).
+
+    Raises:
+        CallRefused: HTTP error or not TwiML.
     """
     form = {
-        "AccountSid": config.account_sid, "ApiVersion": "2010-04-01", "CallSid": call_sid, "CallStatus": "ringing",
+        "AccountSid": config.account_sid, "ApiVersion": "2010-04-01", "CallSid": call_sid, "CallStatus": status,
         "Direction": "inbound", "From": config.from_number, "To": config.to_number,
     }
     headers = {}
@@ -198,16 +266,19 @@ async def post_webhook(url: str, config: EmulatorConfig, call_sid: str) -> tuple
         body = await reply.text()
         if reply.status != 200:
             raise CallRefused(f"webhook answered HTTP {reply.status}: {body[:80]}")
-    try:
-        root = ElementTree.fromstring(body)
-    except ElementTree.ParseError as exc:
-        raise CallRefused(f"webhook answered something that is not TwiML: {exc}") from exc
-    stream = root.find("./Connect/Stream")
-    if stream is None or not stream.get("url"):
-        said = " ".join(e.text or "" for e in root.iter() if e.tag in ("Say", "Speak")).strip()
-        raise CallRefused(said or "webhook answered without a stream")
-    params = {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
-    return str(stream.get("url")), params
+    return read_twiml(body)
+
+
+async def post_webhook(url: str, config: EmulatorConfig, call_sid: str) -> tuple[str, dict[str, str]]:
+    """Posts Twilio's voice webhook and reads the TwiML: (stream URL, custom parameters).
+
+    Raises:
+        CallRefused: HTTP error, or TwiML without ``<Connect><Stream>`` (the spoken text is the message).
+    """
+    plan = await request_twiml(url, config, call_sid)
+    if plan.stream_url is None:
+        raise CallRefused(plan.said or "webhook answered without a stream")
+    return plan.stream_url, plan.parameters
 
 
 class TwilioCallerEmulator:
@@ -243,36 +314,77 @@ class TwilioCallerEmulator:
         self._first_voiced_after: float | None = None
         self._play_until = 0.0
         self._closed: tuple[int | None, str] | None = None
+        self._closed_at = 0.0
+        self._dropped_at: float | None = None
+        self._leg_voiced: float | None = None
         self._result: CallResult | None = None
 
     # --- public ----------------------------------------------------------------------------------------------------
 
-    async def dial(self, url: str, lines: Sequence[str], *, hangup_after: int | None = None) -> CallResult:
+    async def dial(
+        self, url: str, lines: Sequence[str], *, hangup_after: int | None = None, max_legs: int = 4
+    ) -> CallResult:
         """Calls ``url`` (the webhook, or a ``ws://`` stream URL) and plays ``lines``.
+
+        When the server closes the stream before the lines are done, the call follows the TwiML as
+        Twilio does: it requests the ``<Connect action>`` URL (or the ``<Redirect>`` after the stream)
+        with the same ``CallSid``, and if the answer connects a stream again the call goes on there:
+        it listens to the agent's first words, then says again the line whose reply it never heard
+        and carries on with the rest.
 
         Args:
             url: ``http(s)://host/voice`` to go through the webhook as Twilio does, or ``ws(s)://host/ws``.
             lines: The caller's lines, in order.
             hangup_after: Hang up (close the socket without ``stop``) in the middle of this line's audio.
+            max_legs: Most streams one call runs on.
 
         Returns:
             The call's result (also written to ``record_dir``).
         """
         result = CallResult("completed", self.call_sid, self.stream_sid)
         self._result = result
+        target, status, first = url, "ringing", 0
+        while True:
+            try:
+                plan = await self._follow(target, status)
+            except (CallRefused, aiohttp.ClientError, TimeoutError) as exc:
+                if result.legs == 0:
+                    result.status, result.message = "refused", str(exc)
+                    return result
+                result.message = f"after the stream ended: {exc}"
+                break
+            if plan.stream_url is None:  # the TwiML ended the call after a stream (a hang-up)
+                result.message = plan.said or result.message
+                break
+            if result.legs > 0:
+                self._new_stream()
+            result.legs += 1
+            first = await self._run_stream(plan, lines, first, result, hangup_after)
+            dropped = self._closed is not None and hangup_after is None and first < len(lines)
+            if not dropped or plan.after_stream is None or result.legs >= max_legs:
+                break
+            self._dropped_at = self._closed_at
+            target, status = plan.after_stream, "in-progress"
+        if self._closed is not None and result.status == "completed" and hangup_after is None:
+            result.status = "closed"
+            result.close_code, result.close_reason = self._closed
+        await self._finish(result)
+        return result
+
+    async def _run_stream(
+        self, plan: Instructions, lines: Sequence[str], first: int, result: CallResult, hangup_after: int | None
+    ) -> int:
+        """One stream of the call, from line ``first``; returns the first line still to say."""
+        assert plan.stream_url is not None
+        next_line = first
         try:
-            stream_url, params = await self._resolve(url)
-        except (CallRefused, aiohttp.ClientError, TimeoutError) as exc:
-            result.status, result.message = "refused", str(exc)
-            return result
-        try:
-            async with connect(stream_url, max_size=2**20, open_timeout=10, close_timeout=2) as ws:
+            async with connect(plan.stream_url, max_size=2**20, open_timeout=10, close_timeout=2) as ws:
                 self._ws = ws
-                await self._open_stream(params)
+                await self._open_stream(plan.parameters)
                 receiver = asyncio.create_task(self._receive())
                 pump = asyncio.create_task(self._pump())
                 try:
-                    await self._play(lines, result, hangup_after)
+                    next_line = await self._play(lines, result, hangup_after, first)
                 finally:
                     pump.cancel()
                     with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
@@ -292,13 +404,37 @@ class TwilioCallerEmulator:
                     with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                         await receiver
         except (OSError, ConnectionClosed, TimeoutError) as exc:
-            if result.status == "completed":
+            if self._closed is None:
+                self._closed, self._closed_at = (None, f"{type(exc).__name__}: {exc}"), time.monotonic()
+            if result.status == "completed" and plan.after_stream is None:
                 result.status, result.message = "error", f"{type(exc).__name__}: {exc}"
-        if self._closed is not None and result.status == "completed" and hangup_after is None:
-            result.status = "closed"
-            result.close_code, result.close_reason = self._closed
-        await self._finish(result)
-        return result
+        return next_line
+
+    async def _follow(self, url: str, status: str) -> Instructions:
+        """The instructions at ``url``, following ``<Pause>`` + ``<Redirect>`` answers (a worker passing it on)."""
+        scheme = urlsplit(url).scheme
+        if scheme in ("ws", "wss"):
+            params = {"token": self.config.ws_token} if self.config.ws_token else {}
+            return Instructions(stream_url=url, parameters=params)
+        for _ in range(_MAX_REDIRECTS):
+            plan = await request_twiml(url, self.config, self.call_sid, status)
+            if plan.stream_url is not None or plan.redirect_url is None:
+                if plan.stream_url is None and status == "ringing":
+                    raise CallRefused(plan.said or "webhook answered without a stream")
+                return plan
+            await asyncio.sleep(plan.pause_secs / self.config.speed)
+            url = plan.redirect_url
+        raise CallRefused(f"more than {_MAX_REDIRECTS} redirects")
+
+    def _new_stream(self) -> None:
+        """A fresh stream of the same call: a new stream id, the playback state reset."""
+        self.stream_sid = "MZ" + secrets.token_hex(16)
+        self._closed = None
+        self._outgoing.clear()
+        self._drained = asyncio.Event()
+        self._play_until = time.monotonic()
+        self._first_voiced_after = None
+        self._leg_voiced = None
 
     async def send_dtmf(self, digits: str) -> None:
         """Sends keypad presses as Twilio ``dtmf`` events."""
@@ -313,13 +449,6 @@ class TwilioCallerEmulator:
                 await self._ws.send(message)
 
     # --- handshake -------------------------------------------------------------------------------------------------
-
-    async def _resolve(self, url: str) -> tuple[str, dict[str, str]]:
-        scheme = urlsplit(url).scheme
-        if scheme in ("ws", "wss"):
-            params = {"token": self.config.ws_token} if self.config.ws_token else {}
-            return url, params
-        return await post_webhook(url, self.config, self.call_sid)
 
     async def _open_stream(self, params: dict[str, str]) -> None:
         await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
@@ -408,6 +537,7 @@ class TwilioCallerEmulator:
         if self._closed is None:
             rcvd = exc.rcvd
             self._closed = (rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
+            self._closed_at = time.monotonic()
         self._drained.set()
 
     def _on_media(self, message: dict[str, Any]) -> None:
@@ -427,6 +557,12 @@ class TwilioCallerEmulator:
                 self._last_voiced = now
                 if self._first_voiced_after is None:
                     self._first_voiced_after = now
+                if self._leg_voiced is None:
+                    self._leg_voiced = now
+                    if self._dropped_at is not None and self._result is not None:
+                        # What the caller heard: the line dropped, then nothing until the agent spoke again.
+                        self._result.resume_gaps_ms.append((now - self._dropped_at) * 1000)
+                        self._dropped_at = None
                 break
 
     def _outgoing_clear(self) -> None:
@@ -445,32 +581,50 @@ class TwilioCallerEmulator:
 
     # --- conversation ----------------------------------------------------------------------------------------------
 
-    async def _play(self, lines: Sequence[str], result: CallResult, hangup_after: int | None) -> None:
+    async def _play(self, lines: Sequence[str], result: CallResult, hangup_after: int | None, first: int = 0) -> int:
+        """Says ``lines[first:]``, each followed by the agent's reply; returns the first line still to say.
+
+        On a stream after the first, the caller first listens to the agent (the resumed call's opening line).
+        A line whose reply never started when the stream dropped is returned: it is said again on the next one.
+        """
+        if result.legs > 1:
+            started = time.monotonic()
+            self._first_voiced_after = None
+            if await self._wait_first_voice(started) is not None:
+                await self._wait_quiet()
         await asyncio.sleep(self.config.lead_secs / self.config.speed)
-        for index, line in enumerate(lines):
+        for index in range(first, len(lines)):
             if self._closed is not None:
-                return
+                return index
+            line = lines[index]
             spoken = speakable(line)
             turn = TurnResult(index, line, spoken)
-            result.turns.append(turn)
+            if index < len(result.turns):  # said before, on a stream that dropped before any reply
+                result.turns[index] = turn
+                result.repeated.append(index)
+            else:
+                result.turns.append(turn)
             samples = await synthesize_at(self.voice, spoken, PHONE_RATE)
             if hangup_after == index:
                 half = samples[: len(samples) // 2]
                 await self._say(half)
                 await asyncio.sleep(0.2)
-                return
+                return index
             self._turn_audio = []
             turn.caller_secs = await self._say(samples)
             speech_end = time.monotonic()
             self._first_voiced_after = None
             self._turn_audio = []
             replied = await self._wait_first_voice(speech_end)
+            if replied is None and self._closed is not None:
+                return index
             if replied is not None:
                 turn.latency_ms = (replied - speech_end) * 1000
                 await self._wait_quiet()
             audio = np.concatenate(self._turn_audio) if self._turn_audio else np.zeros(0, np.int16)
             turn.agent_secs = len(audio) / PHONE_RATE
             self._turn_audios.append(audio)
+        return len(lines)
 
     async def _wait_first_voice(self, since: float) -> float | None:
         deadline = since + self.config.reply_timeout_secs

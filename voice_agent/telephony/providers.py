@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from loguru import logger
 
-from voice_agent.telephony.twilio import BUSY_MESSAGE, busy_twiml, stream_twiml
+from voice_agent.telephony.twilio import BUSY_MESSAGE, busy_twiml, hangup_twiml, stream_twiml
 
 
 class Provider(StrEnum):
@@ -101,27 +101,51 @@ def parse_start(message: Mapping[str, Any], provider: Provider) -> StreamStart:
     return StreamStart(provider, text(start, "streamId"), text(start, "callId"), params, "PCMU", message)
 
 
-def stream_instruction(provider: Provider, stream_url: str, parameters: Mapping[str, str]) -> tuple[str, str]:
+def stream_instruction(
+    provider: Provider, stream_url: str, parameters: Mapping[str, str], action_url: str | None = None
+) -> tuple[str, str]:
     """The webhook answer that connects the call to ``stream_url``: (body, media type).
 
     Twilio gets ``<Parameter>`` elements; Telnyx and Plivo get the values in the URL's query string.
+
+    ``action_url`` brings the provider back to the webhook when the stream ends without a hang-up (a
+    worker that stopped, a drain handing the call over), with the same call id: the resume path.
+    Twilio: ``<Connect action>`` (requested when the verb ends, with the call's standard parameters).
+    Telnyx: ``<Connect>`` runs the stream synchronously and then the following verbs, so a
+    ``<Redirect>`` after it. Plivo: ``<Stream keepCallAlive="true">`` holds the XML until the stream
+    ends, then the next element runs: a ``<Redirect>`` after it.
     """
     if provider is Provider.TWILIO:
-        return stream_twiml(stream_url, parameters), "application/xml"
+        return stream_twiml(stream_url, parameters, action_url), "application/xml"
     query = "&".join(f"{k}={v}" for k, v in parameters.items())
     url = f"{stream_url}?{query}" if query else stream_url
+    redirect = f'<Redirect method="POST">{escape(action_url)}</Redirect>' if action_url else ""
     if provider is Provider.TELNYX:
         body = (
             '<?xml version="1.0" encoding="UTF-8"?><Response><Connect>'
-            f'<Stream url={quoteattr(url)} bidirectionalMode="rtp"></Stream></Connect></Response>'
+            f'<Stream url={quoteattr(url)} bidirectionalMode="rtp"></Stream></Connect>{redirect}</Response>'
         )
         return body, "application/xml"
     body = (
         '<?xml version="1.0" encoding="UTF-8"?><Response>'
         '<Stream bidirectional="true" keepCallAlive="true" contentType="audio/x-mulaw;rate=8000">'
-        f"{escape(url)}</Stream></Response>"
+        f"{escape(url)}</Stream>{redirect}</Response>"
     )
     return body, "application/xml"
+
+
+def retry_instruction(provider: Provider, url: str, pause_secs: int = 1) -> tuple[str, str]:
+    """The answer that sends the provider to ``url`` again after a pause (a draining worker passing a resume on)."""
+    wait = f'<Wait length="{pause_secs}"/>' if provider is Provider.PLIVO else f'<Pause length="{pause_secs}"/>'
+    redirect = f'<Redirect method="POST">{escape(url)}</Redirect>'
+    return f'<?xml version="1.0" encoding="UTF-8"?><Response>{wait}{redirect}</Response>', "application/xml"
+
+
+def hangup_instruction(provider: Provider) -> tuple[str, str]:
+    """The answer that ends a call the store says is over (the provider asked again after its stream)."""
+    if provider is Provider.PLIVO:
+        return '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>', "application/xml"
+    return hangup_twiml(), "application/xml"
 
 
 def busy_instruction(provider: Provider, message: str = BUSY_MESSAGE) -> tuple[str, str]:

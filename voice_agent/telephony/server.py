@@ -14,6 +14,10 @@
   Each call's record file (:mod:`voice_agent.telephony.journal`) is appended to as the call happens.
 - ``GET /healthz`` (alive), ``GET /readyz`` (503 while warming up, draining or full), ``GET /calls``
   (per-call metadata, no transcript text; only with ``calls_token``, as a bearer token, else 404).
+- With a call store (``store``): each call's state is saved after every turn; the webhook answer brings the
+  provider back to ``/voice`` when a stream ends without a hang-up, and the call resumes (here or on
+  another worker of the same store); SIGTERM hands active calls over that way. With ``fleet`` (Redis),
+  stream tokens, the call cap and the call registry are shared by every worker.
 - SIGTERM/SIGINT: stop taking calls, let active calls finish (up to ``drain_timeout_secs``); a call
   still running then hears a goodbye line and ends, recorded as drained. Then exit.
 """
@@ -44,6 +48,7 @@ from loguru import logger
 from pipecat.frames.frames import EndFrame, TTSSpeakFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
+from redis.exceptions import RedisError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from processors.speculative_retrieval import SpeculativeRetrieval
@@ -51,11 +56,13 @@ from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import CallFactory, CallParts
+from voice_agent.core.resume import resume_line
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
 from voice_agent.recording.observer import RecorderObserver
 from voice_agent.recording.record import CallRecorder
 from voice_agent.retrieval.index import shared_index
 from voice_agent.session import CallSession
+from voice_agent.store.base import CallStore
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
     FRAME_TOO_LARGE,
@@ -64,6 +71,7 @@ from voice_agent.telephony.bridge import (
     GuardedWebSocket,
     PolicyWebSocketProtocol,
 )
+from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailable
 from voice_agent.telephony.journal import (
     CallJournal,
     JournalObserver,
@@ -71,14 +79,17 @@ from voice_agent.telephony.journal import (
     prune_records,
     write_private,
 )
+from voice_agent.telephony.persistence import CallPersistence
 from voice_agent.telephony.providers import (
     HandshakeError,
     HangupCredentials,
     Provider,
     StreamStart,
     busy_instruction,
+    hangup_instruction,
     make_serializer,
     parse_start,
+    retry_instruction,
     stream_instruction,
 )
 from voice_agent.telephony.signatures import DEFAULT_TOLERANCE_SECS
@@ -114,6 +125,9 @@ MIN_CALLS_TOKEN = 16
 
 PRUNE_INTERVAL_SECS = 86400.0
 """How often old call records are deleted."""
+
+HANDOVER_TURN_WAIT_SECS = 8.0
+"""A drain lets a call finish the turn in progress for this long before handing it over."""
 
 
 class ConfigError(ValueError):
@@ -159,6 +173,16 @@ class ServerConfig:
         calls_token: Bearer token for ``GET /calls``; None turns the listing off (404).
         stack: The audio services.
         socket_send_buffer: SO_SNDBUF for call sockets (smaller: slow clients are detected sooner).
+        store: The call store (``store`` settings): each call's state is saved after every turn, a stream that
+            ends without a hang-up brings the provider back to ``/voice`` (``<Connect action>``) and the call
+            resumes, on this worker or another one on the same store; SIGTERM hands active calls over that
+            way instead of waiting for them. None: calls live in memory only.
+        fleet: Several workers on one Redis: stream tokens any worker accepts, a fleet-wide call cap and a
+            shared call registry (:mod:`voice_agent.telephony.fleet`). None: this worker alone.
+        hand_over: On SIGTERM, save each active call and close its stream so the provider brings it back to
+            another worker of the same store, instead of letting it finish here. Only right when another
+            worker will answer (a fleet, or several workers behind ``voice-agent balance``); None: on in a
+            fleet, off otherwise, since a lone worker's hand-over would send the call back to itself.
     """
 
     host: str = "127.0.0.1"
@@ -191,6 +215,16 @@ class ServerConfig:
     stack: AudioStack = field(default_factory=AudioStack)
     socket_send_buffer: int | None = None
     knowledge: bool = True
+    store: CallStore | None = None
+    fleet: Fleet | None = None
+    hand_over: bool | None = None
+
+    @property
+    def hands_over(self) -> bool:
+        """Whether a drain hands calls over through the store: asked for, or by default in a fleet."""
+        if self.store is None:
+            return False
+        return self.fleet is not None if self.hand_over is None else self.hand_over
 
     def validate(self) -> None:
         """Checks the combination of settings.
@@ -238,8 +272,8 @@ class CallRecord:
         started: When the stream started (wall clock, epoch seconds).
         ended: When the call ended (wall clock).
         reason: Why the call ended, in words.
-        end: How it ended: hung up, idle, time limit, server error, drained, violation, slow client or ended
-            (:class:`~voice_agent.telephony.bridge.EndReason`).
+        end: How it ended: hung up, idle, time limit, server error, drained, handed over, violation, slow client
+            or ended (:class:`~voice_agent.telephony.bridge.EndReason`).
         violations: Dropped inbound messages by kind.
         marks: Mark acknowledgements received.
         dtmf: Keys pressed.
@@ -247,6 +281,8 @@ class CallRecord:
         transcript: The transcript, rendered, once the call has ended.
         turns: Per-turn summaries once the call has ended.
         extra: What the call factory kept with the call.
+        leg: Which worker leg of the call this is (1, then +1 each time it resumes).
+        resumed_at_turn: The stored turn a resumed leg carried on from (None: a new call).
     """
 
     call_id: str
@@ -267,6 +303,8 @@ class CallRecord:
     transcript: list[str] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    leg: int = 1
+    resumed_at_turn: int | None = None
 
     def transcript_lines(self) -> list[str]:
         """The transcript so far (live while the call runs)."""
@@ -281,6 +319,7 @@ class CallRecord:
             "started": self.started, "ended": self.ended, "reason": self.reason, "end": self.end,
             "violations": dict(self.violations), "marks": self.marks, "dtmf_count": len(self.dtmf),
             "transcript_entries": len(self.transcript_lines()), "config": self.extra.get("config"),
+            "leg": self.leg, "resumed_at_turn": self.resumed_at_turn,
         }
 
 
@@ -348,18 +387,29 @@ class CallRegistry:
         """Calls whose stream is running."""
         return [r for r in self._records.values() if r.state == "active"]
 
-    def reserve(self, provider: Provider, provider_call_id: str | None) -> CallRecord | None:
+    def reserve(
+        self, provider: Provider, provider_call_id: str | None, resume: tuple[str, int] | None = None
+    ) -> CallRecord | None:
         """The call's reservation (an existing one for a repeated webhook), or None when it gets none.
 
         See the class docstring for the rule.
+
+        Args:
+            provider: The provider.
+            provider_call_id: The provider's call id.
+            resume: (call id, leg) of a stored call the provider brought back: the reservation keeps the
+                call's id and is its next leg, even if this worker ran an earlier leg of it.
         """
         self._expire()
         if provider_call_id:
-            for known in self._records.values():
+            for known in list(self._records.values()):
                 if known.provider is not provider or known.provider_call_id != provider_call_id:
                     continue
                 if known.state == "reserved":
                     return known
+                if resume is not None and known.state == "ended":
+                    self._records.pop(known.call_id, None)  # an earlier leg ran here; the new leg replaces it
+                    continue
                 if known.started is not None:  # streaming or streamed: one slot per call, once
                     self.refused += 1
                     return None
@@ -375,9 +425,9 @@ class CallRegistry:
             self._by_token.pop(stale.token, None)
             self.evicted += 1
         token = secrets.token_urlsafe(24)
-        call_id = f"call-{next(self._counter)}-{secrets.token_hex(3)}"
+        call_id = resume[0] if resume is not None else f"call-{next(self._counter)}-{secrets.token_hex(3)}"
         record = CallRecord(call_id, provider, token, expires=time.monotonic() + self.token_ttl,
-                            provider_call_id=provider_call_id)
+                            provider_call_id=provider_call_id, leg=resume[1] if resume is not None else 1)
         self._records[call_id] = record
         self._by_token[token] = call_id
         return record
@@ -399,6 +449,22 @@ class CallRegistry:
         record.started = time.time()
         return record
 
+    def cancel(self, record: CallRecord, reason: str) -> None:
+        """Drops a reservation that cannot stand (the fleet is full): its token stops working."""
+        record.state, record.reason, record.ended = "ended", reason, time.time()
+        self._by_token.pop(record.token, None)
+
+    def adopt(self, reservation: FleetReservation, token: str, provider_call_id: str) -> CallRecord | str:
+        """A stream whose token another worker of the fleet issued: the call is now active here, or why not."""
+        if reservation.provider_call_id and reservation.provider_call_id != provider_call_id:
+            return "stream token belongs to another call"
+        self._expire()
+        self._records.pop(reservation.call_id, None)  # an earlier leg of this call may have run here
+        record = CallRecord(reservation.call_id, Provider(reservation.provider), token, state="active",
+                            provider_call_id=provider_call_id, started=time.time(), leg=reservation.leg)
+        self._records[record.call_id] = record
+        return record
+
     def get(self, call_id: str) -> CallRecord | None:
         """A call by id (recent ended calls included)."""
         return self._records.get(call_id)
@@ -416,6 +482,8 @@ class _LiveCall:
     recorder: CallRecorder | None = None
     journal: CallJournal | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    completed_turn: int = 0
+    """The last turn the agent finished answering (a drain hands the call over between turns)."""
 
 
 def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
@@ -424,6 +492,12 @@ def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
         record.reason = reason
     if not record.end:
         record.end = end.value
+
+
+def _resumable(record: CallRecord) -> bool:
+    """Whether the stream ended without the caller hanging up, so the provider may bring the call back."""
+    return record.end == EndReason.HANDED_OVER.value or (
+        record.end == EndReason.HUNG_UP.value and record.reason == "client disconnected")
 
 
 def _close_code(record: CallRecord) -> tuple[int, str]:
@@ -457,6 +531,8 @@ class VoiceBridge:
         self.verifier = webhook_verifier(config.provider, config.credentials, config.signature_tolerance_secs)
         self.unsigned_limiter = WebhookRateLimiter(config.unsigned_per_client, config.unsigned_overall)
         self.webhook_log = RefusalLog()
+        self.persistence = CallPersistence(config.store) if config.store is not None else None
+        self.resumes = 0
         if self.verifier is None:
             logger.warning("webhooks: {} is not set, {} webhook signatures are not checked (development mode: "
                            "unsigned webhooks are rate-limited; --production requires signatures)",
@@ -494,7 +570,13 @@ class VoiceBridge:
         if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
             return JSONResponse({"detail": "a bearer token is required"}, status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})
-        return JSONResponse({"calls": [r.summary() for r in self.registry.all()], "refused": self.registry.refused})
+        body: dict[str, Any] = {"calls": [r.summary() for r in self.registry.all()], "refused": self.registry.refused}
+        if self.config.fleet is not None:
+            try:
+                body["fleet"] = {"busy": await self.config.fleet.busy(), "calls": await self.config.fleet.calls()}
+            except RedisError as exc:
+                body["fleet"] = {"error": str(exc)}
+        return JSONResponse(body)
 
     def _public_url(self, request: Request) -> str:
         if self.config.public_url:
@@ -544,16 +626,84 @@ class VoiceBridge:
         if not provider_call_id or len(provider_call_id) > 128 or not provider_call_id.isprintable():
             self.webhook_log.note("no valid call id")
             return Response("missing or invalid call id (CallSid, CallControlId or CallUUID)", status_code=400)
-        record = None if self.draining else self.registry.reserve(provider, provider_call_id)
+        resume: tuple[str, int] | None = None
+        if self.persistence is not None:
+            stored = await self.persistence.find(provider_call_id)
+            if stored is not None and stored.status == "ended":
+                # The provider came back after a stream that ended with the call (<Connect action>): hang up.
+                logger.info("webhook: call {} has ended ({}); hanging up", stored.call_id, stored.end or "ended")
+                text, media = hangup_instruction(provider)
+                return Response(text, media_type=media)
+            if stored is not None:
+                resume = (stored.call_id, stored.leg + 1)
+        if resume is not None and self.draining:
+            # A resume that reached a draining worker: not turned away, sent round again (the balancer
+            # sends the next request to a worker that is ready).
+            logger.info("webhook: call {} asked to resume here while draining; redirecting", resume[0])
+            text, media = retry_instruction(provider, self._action_url(request))
+            return Response(text, media_type=media)
+        record = None if self.draining else self.registry.reserve(provider, provider_call_id, resume)
+        if record is not None and self.config.fleet is not None and not await self._fleet_reserve(record):
+            record = None
         if record is None:
             logger.info("webhook: call turned away ({})",
                         "draining" if self.draining else "at capacity, or that call id has already streamed")
             text, media = busy_instruction(provider)
             return Response(text, media_type=media)
+        action = self._action_url(request) if self.persistence is not None else None
         text, media = stream_instruction(provider, self._stream_url(request),
-                                         {"token": record.token, "call_id": record.call_id})
-        logger.info("webhook: call {} reserved", record.call_id)
+                                         {"token": record.token, "call_id": record.call_id}, action)
+        logger.info("webhook: call {} reserved{}", record.call_id,
+                    f" (resume, leg {record.leg})" if resume is not None else "")
         return Response(text, media_type=media)
+
+    async def _fleet_reserve(self, record: CallRecord) -> bool:
+        """Takes the call's fleet slot and publishes its token; a full fleet (or a Redis failure) refuses it."""
+        assert self.config.fleet is not None
+        reservation = FleetReservation(record.call_id, record.provider.value, record.provider_call_id, record.leg)
+        try:
+            taken = await self.config.fleet.reserve(reservation, record.token, self.config.token_ttl_secs)
+        except RedisError as exc:
+            logger.error("fleet: reservation failed, the call is turned away: {}", exc)
+            taken = False
+        if not taken:
+            self.registry.cancel(record, "the fleet is at capacity")
+            self.registry.refused += 1
+        return taken
+
+    async def _claim(self, token: str | None, provider_call_id: str) -> CallRecord | str:
+        """The call a stream's token names, from this worker's reservations or, in a fleet, any worker's."""
+        fleet = self.config.fleet
+        if fleet is None or not token:
+            return self.registry.claim(token, provider_call_id)
+        try:
+            reservation = await fleet.claim(token)  # taken fleet-wide, so no other worker can take it too
+        except FleetUnavailable as exc:
+            # Redis is down: a token this worker issued itself still works; another worker's cannot be checked.
+            logger.error("fleet: {}; trying this worker's own reservations", exc)
+            return self.registry.claim(token, provider_call_id)
+        if reservation is None:
+            self.registry.claim(token, provider_call_id)  # a local copy of a lapsed token goes as well
+            return "invalid or expired stream token"
+        local = self.registry.claim(token, provider_call_id)
+        if not isinstance(local, str) or local == "stream token belongs to another call":
+            return local
+        return self.registry.adopt(reservation, token, provider_call_id)
+
+    async def fleet_heartbeat(self) -> None:
+        """Renews the fleet slots of this worker's streaming calls (runs until cancelled)."""
+        fleet = self.config.fleet
+        if fleet is None:
+            return
+        while True:
+            await fleet.hold([c.record.call_id for c in self._live.values() if not c.done.is_set()])
+            await asyncio.sleep(fleet.lease_secs / 3)
+
+    def _action_url(self, request: Request) -> str:
+        """Where the provider comes back when the stream ends without a hang-up: this webhook, same call."""
+        base = self.config.public_url or str(request.base_url)
+        parts = urlsplit(base)
+        return urlunsplit((parts.scheme, parts.netloc, "/voice", "", ""))
 
     # --- media stream ----------------------------------------------------------------------------------------------
 
@@ -572,7 +722,7 @@ class VoiceBridge:
             logger.info("stream closed by the client before it started")
             return
         token = start.parameters.get("token") or websocket.query_params.get("token")
-        claimed = self.registry.claim(token, start.call_id)
+        claimed = await self._claim(token, start.call_id)
         if isinstance(claimed, str):
             logger.warning("stream refused: {}", claimed)
             await _close(websocket, 1008, claimed)
@@ -586,7 +736,8 @@ class VoiceBridge:
             await self._run_call(websocket, start, live)
         finally:
             live.done.set()
-            self._live.pop(claimed.call_id, None)
+            if self._live.get(claimed.call_id) is live:  # legs share the call id: leave a newer leg's entry alone
+                del self._live[claimed.call_id]
 
     async def _handshake(self, websocket: WebSocket) -> tuple[StreamStart, dict[str, int]]:
         deadline = time.monotonic() + self.config.handshake_timeout_secs
@@ -630,13 +781,19 @@ class VoiceBridge:
         call_id = record.call_id
         logger.info("call {}: stream {} started", call_id, start.provider.value)
         try:
-            parts, audio = await asyncio.to_thread(self._build_parts, call_id)
+            parts, audio = await asyncio.to_thread(self._build_parts, call_id, record)
         except Exception as exc:  # one call's set-up failure must not touch the server
             record.reason = f"set-up failed: {exc}" if isinstance(exc, AudioModelError) else (
                 f"set-up failed ({type(exc).__name__})"
             )
             logger.exception("call {}: set-up failed", call_id)
             record.end = EndReason.SERVER_ERROR
+            # The call is over: the store must not bring it back (a failure that repeats would loop), and
+            # its fleet slot is free again.
+            if self.persistence is not None:
+                await self.persistence.end(call_id, EndReason.SERVER_ERROR.value, leg=record.leg)
+            if self.config.fleet is not None:
+                await self.config.fleet.release(call_id, EndReason.SERVER_ERROR.value)
             self._finish(record, None)
             await _close(websocket, 1011, "call set-up failed")
             return
@@ -644,6 +801,13 @@ class VoiceBridge:
         record.extra.update(parts.extra)
         record.extra["config"] = parts.session.describe()
         live.journal = self._open_journal(record)
+        live.completed_turn = parts.session.turn
+        if live.journal is not None and record.resumed_at_turn is not None:
+            live.journal.written = int(record.extra.get("restored_entries", 0))  # earlier legs' journals hold those
+        opening = self._resume_opening(record, parts.session)
+        if self.persistence is not None:
+            # Saved at once: the store knows the call (and this leg owns it) before the first turn ends.
+            await self.persistence.save(parts.session, leg=record.leg, provider_call_id=record.provider_call_id)
 
         async def close_call(reason: str, end: EndReason) -> None:
             _end_as(record, reason, end)
@@ -663,6 +827,10 @@ class VoiceBridge:
             guarded_ws = GuardedWebSocket(websocket, close_call, send_timeout=self.config.send_timeout_secs,
                                           call_id=call_id, close_code=lambda: _close_code(record))
             worker = self._build_worker(guarded_ws, serializer, parts, audio, close_call, live)
+            if opening is not None:
+                # Entered in the transcript when queued (_resume_opening); kept out of the turn log's "as heard"
+                # text, which would enter it a second time.
+                await worker.queue_frame(TTSSpeakFrame(opening, append_to_context=False))
             runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
             await runner.add_workers(worker)
             await runner.run()
@@ -678,6 +846,11 @@ class VoiceBridge:
                     record.violations[kind] = record.violations.get(kind, 0) + count
                 record.marks = len(serializer.marks)
                 record.dtmf = list(serializer.dtmf)
+            await self._persist_end(record, parts.session)
+            if self.config.fleet is not None and not _resumable(record):
+                # A call that may come back keeps its slot (its lease lapses if it does not), so the resume
+                # is not refused as busy and an old leg's release cannot free the new leg's slot.
+                await self.config.fleet.release(call_id, record.end or "ended")
             self._finish(record, parts.session, live.recorder, live.journal)
             await _close(websocket, *_close_code(record))
 
@@ -692,13 +865,47 @@ class VoiceBridge:
             return None
         journal.write("call", call_id=record.call_id, provider=record.provider.value,
                       provider_call_id=record.provider_call_id, started=record.started,
-                      config=record.extra.get("config"))
+                      config=record.extra.get("config"), leg=record.leg, resumed_at_turn=record.resumed_at_turn)
         return journal
 
-    def _build_parts(self, call_id: str) -> tuple[CallParts, Any]:
+    def _build_parts(self, call_id: str, record: CallRecord) -> tuple[CallParts, Any]:
         parts = self.factory(call_id)
-        audio = self.config.stack.build(prompt=recognizer_prompt(parts.id_shapes, parts.topic))
+        if record.leg > 1 and self.persistence is not None:
+            restored = self.persistence.restore(parts.session)
+            if restored.problem is None:
+                record.resumed_at_turn = restored.turn
+                # The restored entries are in earlier legs' journals; the open tool calls' cancellations are new.
+                record.extra["restored_entries"] = len(parts.session.state.transcript) - len(restored.left_open)
+            else:
+                record.extra["resume_problem"] = restored.problem
+        # A scripted recogniser goes on from the caller's next line (the earlier ones were heard by earlier legs).
+        audio = self.config.stack.build(prompt=recognizer_prompt(parts.id_shapes, parts.topic),
+                                        script_from=parts.session.turn)
         return parts, audio
+
+    def _resume_opening(self, record: CallRecord, session: CallSession) -> str | None:
+        """A resumed call's first line (entered in the transcript as said), or None for a new call."""
+        if record.resumed_at_turn is None:
+            return None
+        self.resumes += 1
+        topics = session.domain.extra.get("resume_topics") or {}
+        line = resume_line(session.state, topics if isinstance(topics, dict) else {})
+        session.record_agent(line)
+        return line
+
+    async def _persist_end(self, record: CallRecord, session: CallSession) -> None:
+        """At the end of a stream: a call that may come back keeps its state live, any other is marked ended.
+
+        It may come back when the stream ended without the caller hanging up: a drain handed it over,
+        or the connection dropped without a ``stop``. Done before the socket closes, so the provider's
+        next request (``<Connect action>``) finds the verdict.
+        """
+        if self.persistence is None:
+            return
+        if _resumable(record):
+            await self.persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+        else:
+            await self.persistence.end(record.call_id, record.end or EndReason.ENDED.value, leg=record.leg)
 
     def _build_worker(
         self, guarded_ws: GuardedWebSocket, serializer: GuardedSerializer, parts: CallParts, audio: Any,
@@ -762,6 +969,15 @@ class VoiceBridge:
                 await asyncio.to_thread(journal.fsync)
 
             call.turn_log.add_event_handler("on_turn_completed", on_turn_completed)
+        persistence = self.persistence
+        record = live.record
+
+        async def on_turn_saved(_processor: Any, turn: int) -> None:
+            live.completed_turn = max(live.completed_turn, turn)
+            if persistence is not None:
+                await persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+
+        call.turn_log.add_event_handler("on_turn_completed", on_turn_saved)
         worker = PipelineWorker(
             call.pipeline,
             params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
@@ -835,6 +1051,10 @@ class VoiceBridge:
         self.draining = True
         limit = self.config.drain_timeout_secs if timeout is None else timeout
         live = list(self._live.values())
+        if self.persistence is not None and self.config.hands_over and live:
+            handed = await self._hand_over(live)
+            logger.info("draining: {} call(s) handed over through the call store", handed)
+            live = list(self._live.values())
         logger.info("draining: {} active call(s), waiting up to {:.0f} s", len(live), limit)
         await _wait_done(live, limit)
         left = [c for c in self._live.values() if not c.done.is_set()]
@@ -843,6 +1063,39 @@ class VoiceBridge:
             await asyncio.gather(*(self._say_goodbye(c) for c in left))
         logger.info("draining done; {} call(s) cut short", len(left))
         return len(left)
+
+    async def _hand_over(self, calls: list[_LiveCall]) -> int:
+        """Saves each call and closes its stream (1012) so the provider brings it back to another worker.
+
+        A call in the middle of a turn is given up to ``HANDOVER_TURN_WAIT_SECS`` to finish the agent's
+        answer first, so the caller does not lose half a sentence.
+
+        Returns:
+            The number of calls handed over.
+        """
+
+        async def one(call: _LiveCall) -> bool:
+            deadline = time.monotonic() + HANDOVER_TURN_WAIT_SECS
+            session = call.record.session
+            while (session is not None and session.turn > call.completed_turn and not call.done.is_set()
+                   and time.monotonic() < deadline):
+                await asyncio.sleep(0.02)
+            worker = call.worker
+            if call.done.is_set() or worker is None or worker.has_finished() or session is None:
+                return False
+            if self.persistence is None or not await self.persistence.save(
+                session, leg=call.record.leg, provider_call_id=call.record.provider_call_id
+            ):
+                return False  # not saved (the store failed): the call finishes here instead of being lost
+            _end_as(call.record, "handed over to another worker (drain)", EndReason.HANDED_OVER)
+            if call.journal is not None:
+                call.journal.write("event", event="handed over", turn=session.turn if session else None)
+            await worker.cancel(reason="handed over")
+            await _wait_done([call], 10)
+            return True
+
+        results = await asyncio.gather(*(one(c) for c in calls))
+        return sum(results)
 
     async def _say_goodbye(self, call: _LiveCall) -> None:
         """Queues the goodbye line and the end of the call behind it; cancels the call if it does not end."""
@@ -921,12 +1174,14 @@ class DrainingServer(uvicorn.Server):
         """Serves until drained (old call records are deleted meanwhile, daily)."""
         self._loop = asyncio.get_running_loop()
         housekeeping = self._loop.create_task(self.bridge.housekeeping())
+        heartbeat = self._loop.create_task(self.bridge.fleet_heartbeat())
         try:
             await super().serve(sockets)
         finally:
-            housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
+            for task in (housekeeping, heartbeat):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """First signal: drain; second: exit now."""

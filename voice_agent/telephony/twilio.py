@@ -64,17 +64,31 @@ def validate_signature(
     )
 
 
-def stream_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
+def stream_twiml(stream_url: str, parameters: Mapping[str, str], action_url: str | None = None) -> str:
     """TwiML that connects the call to a bidirectional Media Stream with custom parameters.
 
     Twilio does not pass a query string on to the stream, so per-call values travel as
     ``<Parameter>`` elements and arrive in the ``start`` message's ``customParameters``.
+
+    Args:
+        stream_url: The ``wss://`` stream URL.
+        parameters: Custom parameters.
+        action_url: ``<Connect action>``: when the stream ends without a hang-up (the worker stopped, a
+            drain handed the call over), Twilio requests this URL with the call's standard parameters
+            and plays the TwiML it answers: the resume path. Without it Twilio would go on to the next
+            verb (none: the call ends).
     """
     params = "".join(f"<Parameter name={quoteattr(k)} value={quoteattr(v)}/>" for k, v in parameters.items())
+    action = f" action={quoteattr(action_url)} method=\"POST\"" if action_url else ""
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
-        f"<Response><Connect><Stream url={quoteattr(stream_url)}>{params}</Stream></Connect></Response>"
+        f"<Response><Connect{action}><Stream url={quoteattr(stream_url)}>{params}</Stream></Connect></Response>"
     )
+
+
+def hangup_twiml() -> str:
+    """TwiML that ends the call (a call the store says is over, asked for again by a ``<Connect action>``)."""
+    return '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>'
 
 
 def busy_twiml(message: str = BUSY_MESSAGE) -> str:

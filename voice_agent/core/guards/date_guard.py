@@ -20,7 +20,7 @@ from voice_agent.core.dates.corrections import keeps_until, lifts
 from voice_agent.core.dates.extract import weekdays_allowed
 from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
-from voice_agent.core.transcript import EntryKind, TranscriptLane
+from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLane
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
@@ -110,6 +110,36 @@ class _Said:
     asked: str = ""  # the agent's words before it, which gave a bare day its topic and role
 
 
+class _LaneRead:
+    """How far :meth:`DateGuard._read_shared` has read which lane (a cache, rebuilt when it does not match)."""
+
+    def __init__(self) -> None:
+        # A plain reference: the guard lives as long as its call; a deep copy of the call maps it to its own lane.
+        self.lane: TranscriptLane | None = None
+        self.length = 0
+        self.last: TranscriptEntry | None = None
+        self.asked = ""
+        self.said: list[_Said] = []
+        self.generation = 0
+        """Bumped on every reset, so caches derived from ``said`` know they must start over."""
+
+    def matches(self, transcript: TranscriptLane) -> bool:
+        """Whether ``transcript`` is the lane read so far, with every entry read still in place."""
+        if self.lane is not transcript or len(transcript) < self.length:
+            return False
+        return self.last is None or transcript.since(self.length - 1)[0] is self.last
+
+    def reset(self, transcript: TranscriptLane) -> None:
+        """Starts over on ``transcript``."""
+        self.lane = transcript
+        self.length, self.last, self.asked, self.said = 0, None, "", []
+        self.generation += 1
+
+    def advance(self, last: TranscriptEntry, asked: str) -> None:
+        """Records that the lane was read up to and including ``last``."""
+        self.length, self.last, self.asked = last.index + 1, last, asked
+
+
 @dataclass(frozen=True)
 class _Statement:
     """A positive date statement: the caller named it, or agreed to the agent's proposal of it."""
@@ -196,14 +226,33 @@ class DateGuard:
         self.binding = binding or DateBinding()
         self._said: dict[int, _Said] = {}
         self._analysis: dict[DateBinding, tuple[tuple[_Said, ...], _Analysis]] = {}
+        # Derived caches, rebuilt from the lane whenever they do not match it (never serialised state): the
+        # lane read so far and each binding's caller constraints so far, so a re-read costs only the entries
+        # appended since the last one and the context stage stays flat however long the call is.
+        self._lane_read = _LaneRead()
+        self._caller_constraints: dict[DateBinding, tuple[int, int, list[tuple[int, DateConstraint]]]] = {}
 
     # -- reading the lane --------------------------------------------------------------------------------------------
 
     def _read(self, transcript: TranscriptLane) -> list[_Said]:
-        """Caller and agent utterances with their constraints, extraction cached per entry index."""
-        out: list[_Said] = []
-        asked = ""  # the agent's last words: "when will you return the car?" tells what a bare "the 9th" is for
-        for entry in transcript.entries:
+        """Caller and agent utterances with their constraints (a copy of the incremental read)."""
+        return list(self._read_shared(transcript))
+
+    def _read_shared(self, transcript: TranscriptLane) -> list[_Said]:
+        """The incremental read itself: only entries appended since the last read of this lane are read.
+
+        The lane is append-only, so the read so far stays valid while it is the same lane object and the
+        last entry read is still in place; anything else (another lane, a lane rebuilt from a store) is
+        read from the start. The returned list is the cache: callers must not change it.
+        """
+        read = self._lane_read
+        if not read.matches(transcript):
+            read.reset(transcript)
+        new = transcript.since(read.length)
+        if not new:
+            return read.said
+        asked = read.asked  # the agent's last words: "when will you return the car?" tells what a bare "the 9th" is for
+        for entry in new:
             if entry.kind is not EntryKind.CALLER and entry.kind is not EntryKind.AGENT:
                 continue
             said = self._said.get(entry.index)
@@ -216,18 +265,25 @@ class DateGuard:
                 self._said[entry.index] = said
             if entry.kind is EntryKind.AGENT:
                 asked = entry.text
-            out.append(said)
-        return out
+            read.said.append(said)
+        read.advance(new[-1], asked)
+        return read.said
 
     def constraints(self, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
         """Every binding constraint the caller stated, as ``(turn, constraint)``, oldest first."""
-        return [
+        said = self._read_shared(transcript)
+        generation, done, found = self._caller_constraints.get(self.binding, (-1, 0, []))
+        if generation != self._lane_read.generation:
+            done, found = 0, []
+        found.extend(
             (s.turn, c)
-            for s in self._read(transcript)
+            for s in said[done:]
             if s.kind is EntryKind.CALLER
             for c in s.constraints
             if self.binding.admits(c)
-        ]
+        )
+        self._caller_constraints[self.binding] = (self._lane_read.generation, len(said), found)
+        return list(found)
 
     def _statements(self, said: list[_Said], binding: DateBinding) -> list[_Statement]:
         """Dates the caller named, plus agent proposals the caller's next utterance agreed to."""

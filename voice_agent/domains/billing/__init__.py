@@ -57,6 +57,13 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
             "spoken_id_roles": {"ACC-####-##": "account", "INV-####-####": "invoice", "ORD-XXXXXX": "order"},
             "recognizer_topic": "A billing support call about an account, invoices, a disputed charge, credits "
             "and callbacks.",
+            # What a resumed call says it was on, by its latest tool call (voice_agent.core.resume).
+            "resume_topics": {
+                "lookup_account": "your account", "list_invoices": "your invoices", "get_invoice": "your invoice",
+                "lookup_order": "your order", "open_dispute": "the dispute on your invoice",
+                "issue_credit": "the credit for your invoice", "schedule_callback": "your callback",
+                "transfer_to_human": "your transfer to a colleague",
+            },
         },
     )
 

@@ -32,6 +32,9 @@ CALLBACK_HORIZON_DAYS = 90
 
 Record = dict[str, Any]
 
+EFFECT_LISTS = ("disputes", "credits", "callbacks", "case_notes", "transfers")
+"""The backend's effect lists (:meth:`BillingBackend.effects`)."""
+
 
 def _load(path: Path) -> list[Record]:
     records = json.loads(path.read_text(encoding="utf-8"))
@@ -86,6 +89,23 @@ class BillingBackend:
             invoices={r["invoice_id"]: r for r in _load(base / "invoices.json")},
             orders={r["order_id"]: r for r in _load(base / "orders.json")},
         )
+
+    # --- effects, for a call that moves to another worker ----------------------------------------------------------
+
+    def effects(self) -> dict[str, list[Record]]:
+        """What this backend's tool calls created, as plain data (a resumed call carries it to its new worker).
+
+        The seeded records stand in for a shared system of record; these lists are the part a real
+        backend would keep itself, so the call store carries them instead.
+        """
+        return {name: [dict(r) for r in getattr(self, name)] for name in EFFECT_LISTS}
+
+    def restore_effects(self, effects: Mapping[str, Any]) -> None:
+        """Replaces the effects with ``effects`` (from :meth:`effects`); unknown names are ignored."""
+        for name in EFFECT_LISTS:
+            records = effects.get(name)
+            if isinstance(records, list):
+                setattr(self, name, [dict(r) for r in records if isinstance(r, Mapping)])
 
     # --- record access --------------------------------------------------------------------------------------------
 

@@ -1,0 +1,239 @@
+"""Call store benchmark: state write per turn, load on resume, state size, and the resume gap as heard.
+
+Run: ``.venv/bin/python scripts/bench_store.py [--gap-trials N] [--skip-gap]``. Needs ``redis-server`` on
+PATH (``scripts/ensure_redis`` installs it); the script starts its own on a free loopback port.
+
+1. States of a ``billing_dispute`` call played through the real pipeline in text mode, at turn 10 and at
+   turn 300 (after the 36 scripted turns the caller goes on asking the scenario's questions again).
+   For SQLite (a temporary file, WAL) and Redis: the save after a turn (encode + atomic write) and the
+   load on resume (read + decode + restore into a new session), p50 / p99, and the state's size. The
+   baseline beside them is what every served call already pays per turn: the journal's turn line with
+   its ``fsync`` (``--transcripts``).
+2. The resume gap as the caller hears it: two worker processes on one store behind the balancer; the
+   emulator dials, the first worker is killed with SIGKILL (or sent SIGTERM: a drain hands the call
+   over) while the caller speaks; the gap is from the moment the stream dropped to the first voiced
+   audio of the resumed call (the apology line), measured at the emulated caller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the redis-server helper and the worker entry live in the tests package
+
+from loguru import logger  # noqa: E402
+
+from tests.fleet_worker import WorkerProcess  # noqa: E402
+from tests.redis_server import redis_server  # noqa: E402
+from voice_agent.call_factory import CallParts, build_call  # noqa: E402
+from voice_agent.scenarios import load_scenario  # noqa: E402
+from voice_agent.settings import Settings, with_overrides  # noqa: E402
+from voice_agent.simulation.runner import caller_lines  # noqa: E402
+from voice_agent.simulation.text_call import CallerLine, run_text_call  # noqa: E402
+from voice_agent.store import CallStore, decode, encode, open_store, restore  # noqa: E402
+from voice_agent.telephony.journal import CallJournal  # noqa: E402
+
+SCENARIO = load_scenario("billing_dispute")
+REFERENCE_DATE = SCENARIO.reference_date or dt.date(2026, 11, 30)
+SETTINGS = with_overrides(Settings(), call={"reference_date": REFERENCE_DATE},
+                          summarizer={"kind": "extractive"})
+"""The built-in defaults (lanes, K=6, S=5, cadence), whatever config/settings.toml says, so runs compare."""
+TURNS = (10, 300)
+
+
+def percentiles(samples: Sequence[float]) -> tuple[float, float]:
+    """(p50, p99) of ``samples``."""
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
+def script(turns: int) -> list[CallerLine]:
+    """``turns`` caller lines: the scenario's, then its questions (turns 9-30) asked again."""
+    lines = caller_lines(SCENARIO)
+    questions = [line.text for line in lines[8:30]]
+    out = list(lines[:turns])
+    while len(out) < turns:
+        out.append(CallerLine(len(out) + 1, questions[(len(out) - len(lines)) % len(questions)]))
+    return out
+
+
+async def played(turns: int) -> CallParts:
+    """A call played to ``turns`` turns through the pipeline (text mode, reference agent)."""
+    parts = build_call(SETTINGS, f"call-bench-{turns}")
+    await run_text_call(parts.session, parts.llm, script(turns), turn_timeout=60)
+    return parts
+
+
+def timed(fn: Callable[[], object], reps: int) -> list[float]:
+    """Milliseconds of each of ``reps`` calls of ``fn``."""
+    out = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def bench_state(parts: CallParts, store: CallStore, reps: int) -> dict[str, Any]:
+    """Save and load figures of one call state on one store."""
+    session = parts.session
+    call_id = session.call_id
+    turn = session.turn
+    data = encode(session)
+    saves = timed(lambda: store.save(call_id, encode(session), turn=turn, leg=1, provider_call_id="CABENCH"), reps)
+    encodes = timed(lambda: encode(session), reps)
+    fresh = [build_call(SETTINGS, call_id) for _ in range(reps)]
+
+    def load() -> None:
+        stored = store.load(call_id)
+        assert stored is not None
+        restore(fresh.pop().session, decode(stored.data, call_id=call_id))
+
+    loads = timed(load, reps)
+    return {"save": percentiles(saves), "encode": percentiles(encodes), "load": percentiles(loads),
+            "bytes": len(data)}
+
+
+def bench_journal(parts: CallParts, directory: Path, reps: int) -> tuple[float, float]:
+    """The baseline: a served call's journal turn line with its fsync, per turn."""
+    transcript = parts.session.state.transcript
+    journal = CallJournal.open(directory, "call-journal-bench")
+    journal.sync(transcript)
+    samples = timed(lambda: journal.turn_completed(parts.session.turn, transcript, fsync=True), reps)
+    journal.close({})
+    return percentiles(samples)
+
+
+# --- the resume gap ---------------------------------------------------------------------------------------------
+
+
+class Worker(WorkerProcess):
+    """A worker process (``tests.fleet_worker``: serve's wiring, fake audio stack); its output is discarded."""
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        try:
+            super().wait_ready(timeout)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
+
+
+async def one_gap(store: CallStore, proxy_url: str, first: Worker, how: signal.Signals, at_turn: int) -> float:
+    """One call cut on ``first`` after ``at_turn`` with ``how``; the gap (ms) the caller heard."""
+    from voice_agent.audio.stack import caller_voice
+    from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
+
+    lines = [t.text for t in SCENARIO.turns if t.speaker == "caller"][: at_turn + 3]
+    emulator = TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(
+        speed=8.0, silence_secs=0.25, reply_timeout_secs=15, lead_secs=0.1))
+    dialing = asyncio.create_task(emulator.dial(f"{proxy_url}/voice", lines))
+    deadline = time.monotonic() + 60
+    while True:
+        stored = await asyncio.to_thread(store.find, emulator.call_sid)
+        turns = emulator._result.turns if emulator._result else []
+        if stored is not None and stored.turn >= at_turn and len(turns) == at_turn + 1 and turns[-1].latency_ms is None:
+            break
+        if time.monotonic() > deadline or dialing.done():
+            raise SystemExit("the call never reached the cut")
+        await asyncio.sleep(0.01)
+    first.proc.send_signal(how)
+    result = await asyncio.wait_for(dialing, 120)
+    if result.status != "completed" or len(result.resume_gaps_ms) != 1:
+        raise SystemExit(f"the call did not resume: {result.render()}")
+    return result.resume_gaps_ms[0]
+
+
+async def bench_gaps(env: dict[str, str], store: CallStore, records: Path, trials: int) -> dict[str, list[float]]:
+    """Resume gaps after kill -9 and after a drain, ``trials`` calls each, cut at turns 4..."""
+    from voice_agent.telephony.balancer import ReadyProxy
+
+    first, second = Worker(env, records), Worker(env, records)
+    gaps: dict[str, list[float]] = {"kill -9": [], "drain (SIGTERM)": []}
+    try:
+        first.wait_ready()
+        second.wait_ready()
+        for trial in range(trials):
+            for kind, how in (("kill -9", signal.SIGKILL), ("drain (SIGTERM)", signal.SIGTERM)):
+                async with ReadyProxy([("127.0.0.1", first.port), ("127.0.0.1", second.port)]) as proxy:
+                    gaps[kind].append(await one_gap(store, proxy.url, first, how, 4 + trial % 5))
+                first.proc.wait(timeout=30)
+                first = Worker(env, records)
+                first.wait_ready()
+    finally:
+        first.stop()
+        second.stop()
+    return gaps
+
+
+# --- report -----------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Runs the benchmark and prints the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=200, help="Saves and loads timed per state (default 200).")
+    parser.add_argument("--gap-trials", type=int, default=5, help="Calls cut per kind for the resume gap.")
+    parser.add_argument("--skip-gap", action="store_true", help="Only the state figures.")
+    args = parser.parse_args()
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        with redis_server(tmp) as url:
+            states = {turns: asyncio.run(played(turns)) for turns in TURNS}
+            stores: dict[str, CallStore] = {}
+            for backend, kwargs in (("sqlite", {"path": str(tmp / "bench.sqlite3")}), ("redis", {"url": url})):
+                opened = open_store(backend, **kwargs)
+                assert opened is not None
+                stores[backend] = opened
+            rows = []
+            for turns, parts in states.items():
+                journal = bench_journal(parts, tmp / "records", args.reps)
+                for backend, store in stores.items():
+                    rows.append((turns, backend, bench_state(parts, store, args.reps), journal))
+            print(f"\ncall state per turn (billing_dispute in text mode; {args.reps} saves and loads each)\n")
+            head = (f"{'turn':>5} {'store':<7} {'state KiB':>9} {'encode p50/p99 ms':>18} {'save p50/p99 ms':>17} "
+                    f"{'load p50/p99 ms':>17} {'journal fsync p50 ms':>21} {'save/journal':>13}")
+            print(head)
+            print("-" * len(head))
+            for turns, backend, fig, journal in rows:
+                enc, save = fig["encode"], fig["save"]
+                print(f"{turns:>5} {backend:<7} {fig['bytes'] / 1024:>9.1f} "
+                      f"{enc[0]:>8.2f} / {enc[1]:<7.2f} {save[0]:>7.2f} / {save[1]:<7.2f} "
+                      f"{fig['load'][0]:>7.2f} / {fig['load'][1]:<7.2f} {journal[0]:>21.2f} "
+                      f"{fig['save'][0] / journal[0]:>12.2f}x")
+            if not args.skip_gap:
+                print(f"\nresume gap as the caller hears it (stream dropped -> first voiced audio of the resumed call; "
+                      f"{args.gap_trials} calls per kind and store, fake audio stack, emulator at 8x)\n")
+                print(f"{'store':<7} {'cut':<16} {'p50 ms':>8} {'max ms':>8}  gaps ms")
+                for backend, store in stores.items():
+                    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+                           "VOICE_AGENT_SUMMARIZER__KIND": "extractive",
+                           "VOICE_AGENT_CALL__REFERENCE_DATE": REFERENCE_DATE.isoformat(),
+                           "VOICE_AGENT_STORE__BACKEND": backend}
+                    env.update({"VOICE_AGENT_STORE__PATH": str(tmp / "bench.sqlite3")} if backend == "sqlite"
+                               else {"VOICE_AGENT_STORE__URL": url})
+                    gaps = asyncio.run(bench_gaps(env, store, tmp / "records", args.gap_trials))
+                    for kind, values in gaps.items():
+                        print(f"{backend:<7} {kind:<16} {statistics.median(values):>8.0f} {max(values):>8.0f}  "
+                              f"{', '.join(f'{v:.0f}' for v in values)}")
+            for store in stores.values():
+                store.close()
+    print(f"\nwall time {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The compaction triggers: reference (what recent turns still refer to), pipecat's threshold, the cadence."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import Compactor
+from voice_agent.core.compaction_trigger import (
+    PIPECAT_MAX_UNSUMMARIZED_MESSAGES,
+    PIPECAT_MIN_MESSAGES_AFTER_SUMMARY,
+    CompactionTrigger,
+)
+from voice_agent.core.policy import ContextPolicy, PolicyError, Trigger
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.settings import Settings, SettingsError, with_overrides
+
+FILLER = [
+    ("Quick question about the mobile app: how does that work?", "That's set up online in a few minutes."),
+    ("Does roaming abroad come with every plan?", "It's included on most plans at no extra cost."),
+    ("Is the loyalty scheme changing next year?", "Nothing changes there next year."),
+    ("What does the streaming add-on cost per month?", "You can switch that on or off whenever you like."),
+    ("And voicemail, is that something I manage online?", "That's set up online in a few minutes."),
+    ("Is the welcome pack posted out?", "It's included on most plans at no extra cost."),
+    ("Does the eSIM need a new card?", "Nothing changes there next year."),
+    ("How do parental controls get switched on?", "You can switch that on or off whenever you like."),
+]
+
+UNRELATED = [(f"What about the {w}?", f"The {w} is fine.")
+             for w in ("kettle", "bicycle", "garden", "piano", "lantern", "meadow", "harbour", "violin")]
+
+
+def reference_state(**policy: int) -> CallState:
+    return CallState(reference_date=dt.date(2026, 11, 30),
+                     policy=ContextPolicy(trigger=Trigger.REFERENCE, **policy))
+
+
+def play(
+    state: CallState, lines: list[tuple[str, str]], trigger: CompactionTrigger
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Plays caller/agent pairs, scheduling at each turn start; returns (turn, turns folded) per pass."""
+    passes = []
+    for caller, agent in lines:
+        state.start_turn(caller)
+        regeneration = trigger.schedule(state)
+        if regeneration is not None:
+            passes.append((regeneration.turn, tuple(t for t in range(1, state.turn) if regeneration.folds(t))))
+        state.record_agent(agent)
+    return passes
+
+
+def test_a_turn_still_referred_to_stays_raw_past_k_and_the_rest_is_compacted_early() -> None:
+    state = reference_state(keep=4, floor=2, batch=2)
+    trigger = CompactionTrigger()
+    lines = [("My router is the ZX-4410 model and its lights keep blinking.", "Let's look at that.")]
+    lines += FILLER[:6]
+    lines += [("Back to the ZX-4410: the lights are still blinking.", "Understood.")]
+    lines += FILLER[6:]
+    passes = play(state, lines, trigger)
+    folded = {t for _, ts in passes for t in ts}
+    # Turn 1 is referred to by turn 8 and says a value no lane holds: never compacted, though far past K=4.
+    assert 1 not in folded and 1 in state.tracker.held
+    assert 1 in {e.turn for e in state.raw_entries()}
+    # The side questions nothing refers to were compacted, some inside K (the call had moved on).
+    assert {2, 3, 4}.issubset(folded)
+    first_pass_turn, first_folds = passes[0]
+    assert max(first_folds) > first_pass_turn - state.policy.keep
+    # The floor is never compacted.
+    for turn, ts in passes:
+        assert all(t < turn - state.policy.floor for t in ts)
+    explained = trigger.decisions[0]
+    assert any("refers to it" in why for _, why in explained.folded)
+
+
+def test_a_pass_waits_for_batch_unreferenced_turns() -> None:
+    state = reference_state(keep=6, floor=2, batch=3)
+    passes = play(state, UNRELATED, CompactionTrigger())
+    assert passes, "eight unrelated turns must compact"
+    assert all(len(ts) >= 3 for _, ts in passes)
+    assert passes[0][0] > 3 + state.policy.floor  # not before three turns are waiting past the floor
+
+
+def test_at_most_k_turns_are_held() -> None:
+    state = reference_state(keep=3, floor=1, batch=1)
+    lines = [(f"Order ORD-00{n}1X{n} please.", "Noted.") for n in range(10)]
+    play(state, lines, CompactionTrigger(lanes_shown=False))
+    assert len(state.tracker.held) <= 3
+
+
+def test_tracker_state_is_plain_data() -> None:
+    state = reference_state(keep=4, floor=2, batch=2)
+    play(state, UNRELATED, CompactionTrigger())
+    fields = {f.name: getattr(state.tracker, f.name) for f in dataclasses.fields(state.tracker) if f.name != "policy"}
+    assert set(fields) == {"summarized_through", "held"}
+    assert isinstance(fields["summarized_through"], int)
+    assert isinstance(fields["held"], tuple) and all(isinstance(t, int) for t in fields["held"])
+
+
+def test_an_agent_commitment_keeps_its_turn_until_a_tool_carries_it_out() -> None:
+    state = reference_state(keep=3, floor=1, batch=1)
+    trigger = CompactionTrigger()
+    play(state, [("I'd like the charge looked at later.", "I'll look it up when we get to the charge.")], trigger)
+    play(state, FILLER[:5], trigger)
+    assert 1 in state.tracker.held
+    state.start_turn("Go ahead now.")
+    state.transcript.append_tool_call(state.turn, "lookup_account", "c1", {})
+    state.transcript.append_tool_result(state.turn, "lookup_account", "c1", {"status": "ok"}, _completed())
+    state.record_agent("Done.")
+    play(state, FILLER[5:], trigger)
+    assert 1 not in state.tracker.held
+
+
+def _completed():  # type: ignore[no-untyped-def]
+    from voice_agent.core.transcript import ToolOutcome
+
+    return ToolOutcome.COMPLETED
+
+
+def test_threshold_trigger_follows_pipecats_defaults() -> None:
+    state = CallState(policy=ContextPolicy(trigger=Trigger.THRESHOLD))
+    trigger = CompactionTrigger()
+    fired = None
+    for n in range(1, 30):
+        state.start_turn(f"question {n}")
+        regeneration = trigger.schedule(state)
+        if regeneration is not None:
+            fired = (n, regeneration)
+            break
+        state.record_agent(f"answer {n}")
+    assert fired is not None
+    turn, regeneration = fired
+    # 2 messages per turn: the 20th unsummarized message is the caller's on turn 10.
+    assert 2 * turn - 1 >= PIPECAT_MAX_UNSUMMARIZED_MESSAGES > 2 * (turn - 1) - 1
+    kept = state.transcript.in_turns(regeneration.last + 1, turn)
+    assert len(kept) >= PIPECAT_MIN_MESSAGES_AFTER_SUMMARY
+    assert regeneration.first == 1
+
+
+def test_compactor_folds_only_the_turns_a_reference_pass_names() -> None:
+    seen: list[set[int]] = []
+
+    class Recording:
+        async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
+            seen.append({e.turn for e in request.turns})
+            return EpisodeSummary()
+
+    state = reference_state(keep=4, floor=2, batch=2)
+    compactor = Compactor(Recording())
+    lines = [("My router is the ZX-4410 model.", "Right."), *UNRELATED[:6], ("The ZX-4410 again.", "Yes.")]
+    for caller, agent in lines:
+        state.start_turn(caller)
+        asyncio.run(compactor.on_turn_start(state))
+        state.record_agent(agent)
+    assert seen and all(1 not in turns for turns in seen)
+    assert set().union(*seen) >= {2, 3, 4}
+
+
+def test_bad_trigger_names_are_refused() -> None:
+    with pytest.raises(PolicyError, match="trigger"):
+        ContextPolicy(trigger="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(PolicyError, match="floor"):
+        ContextPolicy(trigger=Trigger.REFERENCE, floor=0)
+    with pytest.raises(SettingsError):
+        with_overrides(Settings(), policy={"trigger": "sometimes"})

@@ -1,0 +1,132 @@
+"""The resume path in one process: what the webhook answers, a state that does not load, an ended call."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+from xml.etree import ElementTree
+
+from voice_agent.audio.stack import AudioStack, caller_voice
+from voice_agent.call_factory import build_call, call_factory
+from voice_agent.core.resume import DEFAULT_TOPIC, resume_line, resume_topic
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.store import CallStore, StoredCall, StoreError, open_store
+from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.providers import Provider, stream_instruction
+from voice_agent.telephony.server import ServerConfig, running_bridge
+
+LINES = ["Hi, is this the billing line?", "Here it is: ACC-4729-18.", "Thanks, that's all."]
+SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
+
+
+def caller() -> TwilioCallerEmulator:
+    return TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(speed=8.0, silence_secs=0.2))
+
+
+def config(tmp_path: Path) -> ServerConfig:
+    return ServerConfig(port=0, stack=AudioStack.named("fake").with_script(LINES), idle_timeout_secs=None,
+                        knowledge=False, store=open_store("sqlite", path=tmp_path / "calls.sqlite3"))
+
+
+def test_every_provider_is_told_to_come_back_after_the_stream() -> None:
+    action = "https://agent.example.com/voice"
+    twilio, _ = stream_instruction(Provider.TWILIO, "wss://agent.example.com/ws", {"token": "t"}, action)
+    assert ElementTree.fromstring(twilio).find("./Connect").get("action") == action  # type: ignore[union-attr]
+    for provider in (Provider.TELNYX, Provider.PLIVO):
+        body, _ = stream_instruction(provider, "wss://agent.example.com/ws", {"token": "t"}, action)
+        root = ElementTree.fromstring(body)
+        assert [e.tag for e in root][-1] == "Redirect" and root.find("./Redirect").text == action  # type: ignore[union-attr]
+    plain, _ = stream_instruction(Provider.TWILIO, "wss://agent.example.com/ws", {"token": "t"})
+    assert "action" not in plain
+
+
+def test_the_resume_line_names_the_latest_tool_and_never_an_identifier() -> None:
+    session = build_call(SETTINGS, "call-line").session
+    topics = session.domain.extra["resume_topics"]
+    assert resume_topic(session.state, topics) == DEFAULT_TOPIC
+    session.state.start_turn("credit it please")
+    session.state.transcript.append_tool_call(1, "lookup_account", "c1", {"account_id": "ACC-4729-18"})
+    session.state.transcript.append_tool_call(1, "issue_credit", "c2", {"account_id": "ACC-4729-18"})
+    line = resume_line(session.state, topics)
+    assert line == "Sorry, we got cut off. We were on the credit for your invoice; I still have everything you told me."
+    assert "ACC" not in line
+
+
+async def test_a_call_that_ended_is_hung_up_when_the_provider_comes_back(tmp_path: Path) -> None:
+    async with running_bridge(config(tmp_path), call_factory(SETTINGS)) as (bridge, url):
+        emulator = caller()
+        result = await emulator.dial(f"{url}/voice", LINES)
+        assert result.status == "completed" and result.legs == 1
+        for _ in range(100):
+            if bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+        again = await request_twiml(f"{url}/voice", emulator.config, emulator.call_sid, "in-progress")
+        # A bare hang-up: no new stream, no busy message, nowhere to go next.
+        assert again.stream_url is None and again.said == "" and again.after_stream is None
+        stored = bridge.config.store.find(emulator.call_sid)  # type: ignore[union-attr]
+        assert stored is not None and stored.status == "ended" and stored.end == "hung up"
+
+
+async def test_a_state_that_does_not_load_starts_the_call_fresh_and_says_why(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    emulator = caller()
+    assert cfg.store is not None
+    cfg.store.save("call-9-abcdef", b'{"schema": 1, "turn": 3, "transcr', turn=3, leg=1,
+                   provider_call_id=emulator.call_sid)
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        result = await emulator.dial(f"{url}/voice", LINES)
+        for _ in range(100):
+            if bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+    record = bridge.registry.all()[-1]
+    assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
+    assert record.call_id == "call-9-abcdef" and record.leg == 2 and record.resumed_at_turn is None
+    assert "not valid JSON" in record.extra["resume_problem"]
+    assert not any("cut off" in line for line in record.transcript), "a fresh call does not apologise"
+    assert record.transcript[0] == f"CALLER: {LINES[0]}"
+
+
+async def test_a_draining_worker_sends_a_resume_round_again_instead_of_turning_it_away(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    emulator = caller()
+    assert cfg.store is not None
+    cfg.store.save("call-7-abcdef", b"{}", turn=3, leg=1, provider_call_id=emulator.call_sid)
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        bridge.draining = True
+        plan = await request_twiml(f"{url}/voice", emulator.config, emulator.call_sid, "in-progress")
+        assert plan.stream_url is None and plan.redirect_url == f"{url}/voice" and plan.pause_secs == 1
+        fresh = caller()
+        busy = await request_twiml(f"{url}/voice", fresh.config, fresh.call_sid)
+        assert busy.stream_url is None and "busy" in busy.said  # a new call is still turned away
+
+
+class BrokenStore(CallStore):
+    """A store whose every write fails (Redis gone, disk full)."""
+
+    def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
+        raise StoreError("redis store redis://10.0.0.5:6379/0: save failed: Connection refused")
+
+    def load(self, call_id: str) -> StoredCall | None:
+        return None
+
+    def find(self, provider_call_id: str) -> StoredCall | None:
+        raise StoreError("redis store: read failed: Connection refused")
+
+    def end(self, call_id: str, how: str) -> None:
+        raise StoreError("redis store: end failed: Connection refused")
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_store_that_fails_is_logged_and_the_call_goes_on(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    cfg.store = BrokenStore()
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        result = await caller().dial(f"{url}/voice", LINES)
+    assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
+    assert bridge.persistence is not None and bridge.persistence.stats.failures >= len(LINES)
+    assert bridge.persistence.stats.saves == 0

@@ -1,0 +1,267 @@
+"""The call store: both backends pass the same tests; a state round-trips into the same context."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from voice_agent.call_factory import CallParts, build_call
+from voice_agent.core.policy import PolicyTracker
+from voice_agent.scenarios import load_scenario
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.simulation.runner import caller_lines
+from voice_agent.simulation.text_call import run_text_call
+from voice_agent.store import CallStore, StateError, decode, encode, open_store, restore, snapshot
+from voice_agent.store.codec import SCHEMA_VERSION, from_plain, to_plain
+
+from .redis_server import redis_server
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = load_scenario("billing_dispute")
+LINES = caller_lines(SCENARIO)
+SETTINGS = with_overrides(Settings(), call={"reference_date": SCENARIO.reference_date or dt.date(2026, 11, 30)})
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """(backend, open_store keyword arguments) for each backend, Redis on its own server."""
+    if request.param == "sqlite":
+        yield "sqlite", {"path": str(tmp_path / "calls.sqlite3")}
+        return
+    with redis_server(tmp_path) as url:
+        yield "redis", {"url": url}
+
+
+@pytest.fixture
+def store(store_spec: tuple[str, dict[str, str]]) -> Iterator[CallStore]:
+    backend, kwargs = store_spec
+    opened = open_store(backend, **kwargs)
+    assert opened is not None
+    yield opened
+    opened.close()
+
+
+def new_call(call_id: str = "call-1-abc") -> CallParts:
+    return build_call(SETTINGS, call_id)
+
+
+async def played(lines_count: int, call_id: str = "call-1-abc") -> CallParts:
+    parts = new_call(call_id)
+    await run_text_call(parts.session, parts.llm, LINES[:lines_count])
+    return parts
+
+
+# --- the store ------------------------------------------------------------------------------------------------------
+
+
+def test_save_load_find_end(store: CallStore) -> None:
+    assert store.load("call-1") is None and store.find("CA1") is None
+    assert store.save("call-1", b"one", turn=1, leg=1, provider_call_id="CA1")
+    assert store.save("call-1", b"two", turn=2, leg=1, provider_call_id="CA1")
+    stored = store.load("call-1")
+    assert stored is not None and (stored.data, stored.turn, stored.leg, stored.status) == (b"two", 2, 1, "live")
+    found = store.find("CA1")
+    assert found is not None and found.call_id == "call-1" and found.provider_call_id == "CA1"
+    store.end("call-1", "hung up")
+    ended = store.load("call-1")
+    assert ended is not None and ended.status == "ended" and ended.end == "hung up" and ended.data == b"two"
+    # An ended call is never written again (a late save of a worker that lost it changes nothing).
+    assert not store.save("call-1", b"late", turn=3, leg=2, provider_call_id="CA1")
+    assert store.load("call-1").data == b"two"  # type: ignore[union-attr]
+
+
+def test_an_older_leg_cannot_overwrite_the_worker_that_took_the_call_over(store: CallStore) -> None:
+    assert store.save("call-2", b"leg1-turn4", turn=4, leg=1, provider_call_id="CA2")
+    assert store.save("call-2", b"leg2-turn5", turn=5, leg=2, provider_call_id="CA2")
+    assert not store.save("call-2", b"leg1-turn5", turn=5, leg=1, provider_call_id="CA2")
+    stored = store.load("call-2")
+    assert stored is not None and (stored.data, stored.leg) == (b"leg2-turn5", 2)
+
+
+WRITER = """
+import sys
+from voice_agent.store import open_store
+backend, target = sys.argv[1], sys.argv[2]
+store = open_store(backend, **({"path": target} if backend == "sqlite" else {"url": target}))
+turn = 0
+print("writing", flush=True)
+while True:
+    turn += 1
+    payload = (b'{"turn": %d, "pad": "' % turn) + b"x" * 400_000 + b'"}'
+    store.save("call-torn", payload, turn=turn, leg=1, provider_call_id="CATORN")
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_a_state_that_loads(store_spec: tuple[str, dict[str, str]]) -> None:
+    backend, kwargs = store_spec
+    target = kwargs.get("path") or kwargs["url"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for delay in (0.35, 0.6, 0.85):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, backend, target], env=env, stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        opened = open_store(backend, **kwargs)
+        assert opened is not None
+        stored = opened.load("call-torn")
+        opened.close()
+        assert stored is not None, "the writer wrote nothing before it was killed"
+        data = json.loads(stored.data)  # whole: a torn write would not parse
+        assert data["turn"] == stored.turn and len(data["pad"]) == 400_000
+
+
+# --- the codec ------------------------------------------------------------------------------------------------------
+
+
+def test_plain_data_keeps_tuples_sets_dates_and_int_keys() -> None:
+    value = {"a": (1, 2), "b": {3, 4}, "c": frozenset({"x"}), "d": dt.date(2026, 12, 3), 5: [{"e": None}]}
+    back = from_plain(json.loads(json.dumps(to_plain(value))))
+    assert back == value and isinstance(back["a"], tuple) and isinstance(back["c"], frozenset)
+
+
+async def test_a_restored_call_assembles_the_same_context_and_encodes_the_same() -> None:
+    parts = await played(20)
+    before = parts.session.assemble().messages
+    data = encode(parts.session)
+    assert parts.session.state.summary.covers_through_turn > 0, "the round trip must carry a summary"
+    assert len(parts.session.state.ledger) >= 2 and parts.session.state.slots.filled()
+    resumed = new_call()
+    assert restore(resumed.session, decode(data, call_id="call-1-abc")) == []
+    assert resumed.session.assemble().messages == before
+    resumed.session.requests_by_turn = dict(parts.session.requests_by_turn)  # assemble() above counted one more
+    assert encode(resumed.session) == data
+    assert resumed.session.domain.extra["backend"].disputes == parts.session.domain.extra["backend"].disputes
+
+
+async def test_a_call_resumed_mid_way_ends_exactly_as_an_uninterrupted_one() -> None:
+    whole = await played(len(LINES), call_id="call-1-abc")
+    first = await played(18)
+    second = new_call()
+    restore(second.session, decode(encode(first.session)))
+    await run_text_call(second.session, second.llm, LINES[18:])
+    rendered = [e.render() for e in second.session.state.transcript]
+    assert rendered == [e.render() for e in whole.session.state.transcript]
+    credits = second.session.domain.extra["backend"].credits
+    assert credits == whole.session.domain.extra["backend"].credits and credits
+
+
+async def test_open_tool_calls_are_recorded_as_cancelled_on_resume() -> None:
+    parts = await played(4)
+    turn = parts.session.turn
+    parts.session.state.transcript.append_tool_call(turn, "issue_credit", "ref-open-1", {"amount": "5"})
+    assert snapshot(parts.session)["open_tool_calls"] == ["ref-open-1"]
+    resumed = new_call()
+    assert restore(resumed.session, decode(encode(parts.session))) == ["ref-open-1"]
+    last = resumed.session.state.transcript.entries[-1]
+    assert last.tool_call_id == "ref-open-1" and last.outcome is not None and last.outcome.value == "cancelled"
+    assert resumed.session.state.transcript.pending_tool_calls() == []
+
+
+@dataclasses.dataclass
+class GrownTracker(PolicyTracker):
+    """A tracker with fields added later (as another change may add them): no codec change needed."""
+
+    passes_run: int = 0
+    turns_seen: set[int] = dataclasses.field(default_factory=set)
+    cache: dict[int, str] = dataclasses.field(default_factory=dict, metadata={"derived": True})
+
+
+async def test_a_new_plain_data_tracker_field_round_trips_and_a_derived_one_is_rebuilt() -> None:
+    parts = await played(6)
+    grown = GrownTracker(parts.session.state.policy, summarized_through=parts.session.state.tracker.summarized_through,
+                         passes_run=3, turns_seen={1, 4})
+    grown.cache[1] = "derived"
+    parts.session.state.tracker = grown
+    resumed = new_call()
+    resumed.session.state.tracker = GrownTracker(resumed.session.state.policy)
+    restore(resumed.session, decode(encode(parts.session)))
+    back = resumed.session.state.tracker
+    assert isinstance(back, GrownTracker) and back.passes_run == 3 and back.turns_seen == {1, 4}
+    assert back.summarized_through == grown.summarized_through and back.cache == {}
+
+
+def test_bad_states_fail_with_a_clear_error() -> None:
+    with pytest.raises(StateError, match="not valid JSON"):
+        decode(b'{"schema": 1, "turn": 3, "transcr')
+    with pytest.raises(StateError, match="schema version 99"):
+        decode(json.dumps({"schema": 99}).encode())
+    with pytest.raises(StateError, match="belongs to call"):
+        decode(json.dumps({"schema": SCHEMA_VERSION, "call_id": "other"}).encode(), call_id="call-1")
+
+
+async def test_a_malformed_state_leaves_the_session_untouched() -> None:
+    parts = await played(4)
+    state = decode(encode(parts.session))
+    state["ledger"]["entries"][0].pop("role")
+    fresh = new_call()
+    with pytest.raises(StateError, match="malformed"):
+        restore(fresh.session, state)
+    assert fresh.session.turn == 0 and len(fresh.session.state.ledger) == 0
+    other = decode(encode(parts.session))
+    other["policy"]["keep"] = 99
+    with pytest.raises(StateError, match="policy"):
+        restore(fresh.session, other)
+
+
+def test_store_settings_are_checked_and_open_the_named_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from voice_agent.call_factory import call_store
+    from voice_agent.settings import SettingsError, load_settings
+
+    monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "redis")
+    with pytest.raises(SettingsError, match=r"needs store\.url"):
+        load_settings()
+    monkeypatch.setenv("VOICE_AGENT_STORE__URL", "http://127.0.0.1:1")
+    with pytest.raises(SettingsError, match="redis://"):
+        load_settings()
+    monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "sqlite")
+    monkeypatch.setenv("VOICE_AGENT_STORE__PATH", str(tmp_path / "s.sqlite3"))
+    monkeypatch.delenv("VOICE_AGENT_STORE__URL")
+    store = call_store(load_settings())
+    assert store is not None and store.backend == "sqlite" and (tmp_path / "s.sqlite3").exists()
+    store.close()
+    monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "none")
+    assert call_store(load_settings()) is None
+
+
+async def test_a_call_under_the_reference_trigger_resumes_exactly_too() -> None:
+    """The trigger keeps its index outside the state (rebuilt on load): the resumed call still matches."""
+    settings = with_overrides(SETTINGS, policy={"trigger": "reference"})
+    whole = build_call(settings, "call-ref")
+    await run_text_call(whole.session, whole.llm, LINES)
+    first = build_call(settings, "call-ref")
+    await run_text_call(first.session, first.llm, LINES[:20])
+    before = first.session.assemble().messages
+    second = build_call(settings, "call-ref")
+    restore(second.session, decode(encode(first.session)))
+    assert second.session.assemble().messages == before
+    await run_text_call(second.session, second.llm, LINES[20:])
+    assert [e.render() for e in second.session.state.transcript] == [e.render() for e in whole.session.state.transcript]
+
+
+async def test_after_a_resume_the_date_guard_still_reads_what_was_said_before_it() -> None:
+    parts = await played(12)  # "don't call me before the 14th" was said on turn 8, on the first worker
+    asked = "Could you call me back on the 10th?"
+    resumed = new_call()
+    restore(resumed.session, decode(encode(parts.session)))
+    resumed.session.state.start_turn(asked)
+    early = resumed.session.review_tool_call("schedule_callback", "c-early",
+                                             {"account_id": "ACC-4729-18", "date": "2026-12-10"})
+    assert early.rejection is not None and early.rejection["verdict"] == "conflict", early.rejection
+    assert early.rejection["citations"][0]["turn"] == 8
+    fresh = new_call()  # the same request in a call that never heard the constraint passes the guard
+    fresh.session.state.ledger.record_from_tool("account", "ACC-4729-18", 1, "lookup_account", "account_id")
+    fresh.session.state.start_turn(asked)
+    assert fresh.session.review_tool_call("schedule_callback", "c-fresh",
+                                          {"account_id": "ACC-4729-18", "date": "2026-12-10"}).rejection is None

@@ -1,0 +1,112 @@
+"""The Redis call store: the state of every call of a fleet of workers in one ``redis-server``.
+
+A call is one hash ``va:call:<call_id>`` (fields ``leg``, ``turn``, ``status``, ``end``, ``pcid``,
+``data``, ``updated``) plus ``va:pcall:<provider call id>`` naming it. A save is one Lua script,
+which Redis runs atomically: the leg check and the write happen together or not at all, and a
+reader never sees a half-written hash. Keys expire ``retention_secs`` after their last write.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+
+from voice_agent.store.base import CallStatus, CallStore, StoredCall, StoreError
+
+PREFIX = "va:"
+
+# Ends the call unless a later leg owns it (ARGV[3] = -1: whatever the leg); the check and the write are one step.
+_END = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
+if tonumber(ARGV[3]) >= 0 and tonumber(ARGV[3]) < leg then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'ended', 'end', ARGV[1], 'updated', ARGV[2])
+return 1
+"""
+_SAVE = """
+local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
+local status = redis.call('HGET', KEYS[1], 'status')
+if tonumber(ARGV[2]) < leg or status == 'ended' then return 0 end
+redis.call('HSET', KEYS[1], 'data', ARGV[1], 'leg', ARGV[2], 'turn', ARGV[3], 'pcid', ARGV[4],
+           'updated', ARGV[5], 'status', 'live')
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[6]) end
+return 1
+"""
+
+
+class RedisCallStore(CallStore):
+    """Call states in Redis.
+
+    Args:
+        url: ``redis://host:port/db``.
+        retention_secs: Seconds a call's keys live after its last write.
+
+    Raises:
+        StoreError: Redis cannot be reached.
+    """
+
+    backend = "redis"
+
+    def __init__(self, url: str, *, retention_secs: float = 86400.0) -> None:
+        self.url = url
+        self._ttl = max(1, int(retention_secs))
+        try:
+            self.client: Any = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+            self.client.ping()
+        except (redis.RedisError, ValueError) as exc:
+            raise StoreError(f"redis store {url}: {exc}") from None
+        self._save = self.client.register_script(_SAVE)
+        self._end = self.client.register_script(_END)
+
+    def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
+        """See :meth:`CallStore.save`."""
+        keys = [f"{PREFIX}call:{call_id}", f"{PREFIX}pcall:{provider_call_id or ''}"]
+        try:
+            done = self._save(keys=keys, args=[data, leg, turn, provider_call_id or "", time.time(), self._ttl,
+                                               call_id])
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: save failed: {exc}") from None
+        return bool(done)
+
+    def load(self, call_id: str) -> StoredCall | None:
+        """See :meth:`CallStore.load`."""
+        try:
+            fields: dict[bytes, bytes] = self.client.hgetall(f"{PREFIX}call:{call_id}")
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: read failed: {exc}") from None
+        if not fields or b"data" not in fields:
+            return None
+        return _stored(call_id, fields)
+
+    def find(self, provider_call_id: str) -> StoredCall | None:
+        """See :meth:`CallStore.find`."""
+        try:
+            call_id = self.client.get(f"{PREFIX}pcall:{provider_call_id}")
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: read failed: {exc}") from None
+        return self.load(call_id.decode()) if call_id else None
+
+    def end(self, call_id: str, how: str, *, leg: int | None = None) -> None:
+        """See :meth:`CallStore.end`."""
+        key = f"{PREFIX}call:{call_id}"
+        try:
+            self._end(keys=[key], args=[how, time.time(), -1 if leg is None else leg])
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: end failed: {exc}") from None
+
+    def close(self) -> None:
+        """See :meth:`CallStore.close`."""
+        self.client.close()
+
+
+def _stored(call_id: str, fields: dict[bytes, bytes]) -> StoredCall:
+    def text(name: str, default: str = "") -> str:
+        value: Any = fields.get(name.encode())
+        return value.decode() if value is not None else default
+
+    status: CallStatus = "ended" if text("status") == "ended" else "live"
+    return StoredCall(call_id, text("pcid") or None, int(text("leg", "1")), int(text("turn", "0")), status,
+                      text("end"), fields[b"data"], float(text("updated", "0")))

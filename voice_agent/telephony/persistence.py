@@ -1,0 +1,135 @@
+"""The served call and the call store: save after every turn, find a call the provider brings back, restore it.
+
+Nothing here may take a call down: a store that fails is logged and the call goes on in memory; a
+stored state that does not load is logged with its reason and the call starts fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+from loguru import logger
+
+from voice_agent.session import CallSession
+from voice_agent.store.base import CallStore, StoredCall, StoreError
+from voice_agent.store.codec import StateError, decode, encode, restore
+
+
+@dataclass
+class SaveStats:
+    """What the saves of one worker cost (for logs and the benchmark).
+
+    Attributes:
+        saves: States written.
+        refused: Saves refused because a later leg owns the call.
+        failures: Saves that failed (store unreachable).
+        last_bytes: Size of the last state written.
+        total_secs: Time spent writing.
+    """
+
+    saves: int = 0
+    refused: int = 0
+    failures: int = 0
+    last_bytes: int = 0
+    total_secs: float = 0.0
+
+
+@dataclass
+class Restored:
+    """The outcome of loading a call's stored state into a new session.
+
+    Attributes:
+        turn: The turn the state was saved at (0: nothing restored).
+        left_open: Tool calls the stopped worker left without a result (now recorded as cancelled).
+        problem: Why the state was not restored (the call started fresh), or None.
+    """
+
+    turn: int = 0
+    left_open: list[str] = field(default_factory=list)
+    problem: str | None = None
+
+
+class CallPersistence:
+    """A worker's use of the call store.
+
+    Args:
+        store: The store (SQLite or Redis).
+    """
+
+    def __init__(self, store: CallStore) -> None:
+        self.store = store
+        self.stats = SaveStats()
+
+    async def find(self, provider_call_id: str) -> StoredCall | None:
+        """The stored call the provider's call id names (None when there is none or the store failed)."""
+        try:
+            return await asyncio.to_thread(self.store.find, provider_call_id)
+        except StoreError as exc:
+            logger.error("call store: lookup failed, the call is treated as new: {}", exc)
+            return None
+
+    async def save(self, session: CallSession, *, leg: int, provider_call_id: str | None) -> bool:
+        """Writes the call's state now (encoded on the event loop: one consistent moment; written in a thread)."""
+        try:
+            data = encode(session)
+        except (TypeError, ValueError) as exc:  # a value in the lanes that is not plain data: a bug, not a crash
+            self.stats.failures += 1
+            logger.error("call {}: state not encodable, not saved (the call goes on): {}", session.call_id, exc)
+            return False
+        started = time.perf_counter()
+        try:
+            written = await asyncio.to_thread(self.store.save, session.call_id, data, turn=session.turn, leg=leg,
+                                              provider_call_id=provider_call_id)
+        except StoreError as exc:
+            self.stats.failures += 1
+            logger.error("call {}: state not saved (the call goes on): {}", session.call_id, exc)
+            return False
+        self.stats.total_secs += time.perf_counter() - started
+        self.stats.last_bytes = len(data)
+        if not written:
+            self.stats.refused += 1
+            logger.warning("call {}: state not saved: a later leg (another worker) owns the call now", session.call_id)
+            return False
+        self.stats.saves += 1
+        return True
+
+    async def end(self, call_id: str, how: str, *, leg: int | None = None) -> None:
+        """Marks the call ended in the store (it will not be resumed), unless a later leg owns it."""
+        try:
+            await asyncio.to_thread(partial(self.store.end, call_id, how, leg=leg))
+        except StoreError as exc:
+            logger.error("call {}: not marked ended in the store: {}", call_id, exc)
+
+    def restore(self, session: CallSession) -> Restored:
+        """Loads the stored state of ``session``'s call into it (blocking: run it in a thread).
+
+        A state that does not load leaves the session fresh; the reason is logged and returned.
+        """
+        try:
+            stored = self.store.load(session.call_id)
+        except StoreError as exc:
+            return self._fresh(session, f"the store failed ({exc})")
+        if stored is None:
+            return self._fresh(session, "no stored state (expired or never written)")
+        try:
+            left_open = restore(session, decode(stored.data, call_id=session.call_id))
+        except StateError as exc:
+            return self._fresh(session, str(exc))
+        except Exception as exc:  # whatever a stored state does, the call starts (fresh) rather than fails
+            logger.exception("call {}: restoring the stored state failed", session.call_id)
+            return self._fresh(session, f"restore failed ({type(exc).__name__}: {exc})")
+        logger.info("call {}: resumed at turn {} (leg {} saved it){}", session.call_id, stored.turn, stored.leg,
+                    f"; {len(left_open)} open tool call(s) recorded as cancelled" if left_open else "")
+        return Restored(turn=session.turn, left_open=left_open)
+
+    @staticmethod
+    def _fresh(session: CallSession, problem: str) -> Restored:
+        logger.error("call {}: state not restored, the call starts fresh: {}", session.call_id, problem)
+        return Restored(problem=problem)
+
+    def close(self) -> None:
+        """Closes the store."""
+        self.store.close()
