@@ -130,3 +130,24 @@ async def test_a_store_that_fails_is_logged_and_the_call_goes_on(tmp_path: Path)
     assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
     assert bridge.persistence is not None and bridge.persistence.stats.failures >= len(LINES)
     assert bridge.persistence.stats.saves == 0
+
+
+def test_a_resume_replaces_a_leg_that_is_still_closing_on_this_worker() -> None:
+    """The stream dropped and the provider came straight back before the old leg finished closing."""
+    from voice_agent.telephony.providers import Provider
+    from voice_agent.telephony.server import CallRegistry, EndReason
+
+    registry = CallRegistry(max_calls=4, token_ttl=30)
+    first = registry.reserve(Provider.TWILIO, "CA1")
+    assert first is not None
+    assert not isinstance(registry.claim(first.token, "CA1"), str)  # streaming now
+    assert registry.reserve(Provider.TWILIO, "CA1") is None  # a repeated webhook for a streaming call: refused
+    first.end, first.reason = EndReason.HUNG_UP.value, "client disconnected"  # dropped, not yet finished
+    second = registry.reserve(Provider.TWILIO, "CA1", resume=(first.call_id, first.leg + 1))
+    assert second is not None and second.call_id == first.call_id and second.leg == first.leg + 1
+    first.end, first.reason = EndReason.HUNG_UP.value, "caller hung up"  # a real hang-up is not resumed
+    registry2 = CallRegistry(max_calls=4, token_ttl=30)
+    ended = registry2.reserve(Provider.TWILIO, "CA2")
+    assert ended is not None and not isinstance(registry2.claim(ended.token, "CA2"), str)
+    ended.end, ended.reason = EndReason.HUNG_UP.value, "caller hung up"
+    assert registry2.reserve(Provider.TWILIO, "CA2", resume=(ended.call_id, 2)) is None

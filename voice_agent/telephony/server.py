@@ -407,8 +407,10 @@ class CallRegistry:
                     continue
                 if known.state == "reserved":
                     return known
-                if resume is not None and known.state == "ended":
-                    self._records.pop(known.call_id, None)  # an earlier leg ran here; the new leg replaces it
+                if resume is not None and (known.state == "ended" or _resumable(known)):
+                    # An earlier leg ran here; the new leg replaces it, also while the old one is still
+                    # closing (its stream dropped, the provider came straight back).
+                    self._records.pop(known.call_id, None)
                     continue
                 if known.started is not None:  # streaming or streamed: one slot per call, once
                     self.refused += 1
