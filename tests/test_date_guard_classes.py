@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 
+from tests.fakes.lanes import lane
 from voice_agent.core.dates import ConstraintKind, DateSubject, extract_constraints
 from voice_agent.core.guards.date_guard import DateGuard, DateVerdict
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
@@ -24,17 +25,6 @@ RESERVE_CAR = ToolSpec(
 BUY_BUS_TICKET = ToolSpec("buy_bus_ticket", "", (ToolParam("leaving_date", "l", kind=ParamKind.DATE),), mutates=True)
 
 
-def lane(*turns: tuple[str, str]) -> TranscriptLane:
-    """A lane from (speaker, text) pairs; each caller utterance starts a turn."""
-    out = TranscriptLane()
-    turn = 0
-    for who, text in turns:
-        if who == "caller":
-            turn += 1
-            out.append_caller(turn, text)
-        else:
-            out.append_agent(max(turn, 1), text)
-    return out
 
 
 def verdict(transcript: TranscriptLane, value: str, spec: ToolSpec = SCHEDULE, param: str = "date") -> DateVerdict:

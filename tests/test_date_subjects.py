@@ -10,6 +10,7 @@ from datetime import date
 
 import pytest
 
+from tests.fakes.lanes import lane
 from voice_agent.core.dates import DateSubject, StatementKind, read_statements
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.guards.date_guard import DateGuard, DateVerdict
@@ -21,16 +22,6 @@ REFERENCE = date(2026, 12, 1)  # a Tuesday
 HOTEL = ToolSpec("book_hotel", "", (ToolParam("check_out_date", "", kind=ParamKind.DATE),))
 
 
-def lane(*turns: tuple[str, str]) -> TranscriptLane:
-    out = TranscriptLane()
-    turn = 0
-    for who, text in turns:
-        if who == "caller":
-            turn += 1
-            out.append_caller(turn, text)
-        else:
-            out.append_agent(max(turn, 1), text)
-    return out
 
 
 def callback(day: str, transcript: TranscriptLane) -> tuple[DateVerdict, list[int]]:

@@ -128,9 +128,9 @@ _BLOCKED = re.compile(
 )
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
+_AFTER_THAT = r"(?:after|from|beyond|past)\s(?:that|then|this|which)"
 _CONJUNCTION = re.compile(
-    r"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then|otherwise"
-    r"|(?:after|from|beyond|past)\s(?:that|then|this|which))\b"
+    rf"\b(?:but|and|though|although|however|so|because|cos|whereas|while|or|then|otherwise|{_AFTER_THAT})\b"
 )
 _COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|and\sthe|or\sthe)?$")
 # Every expression holds a digit or one of these; text without any is skipped cheaply.
@@ -448,7 +448,7 @@ def _trim_to_conjunction(pre: str) -> str:
 # Words after a date that say the reason that follows is about the time beyond it, not the date itself:
 # "before the 9th, I'm camping with no signal from then", "only that week, I'm away either side of it".
 _BEYOND = re.compile(
-    r"\b(?:(?:after|from|beyond|past)\s(?:that|then|this|which)|otherwise|either\sside|outside\s(?:of\s)?(?:that|it|those|then)"
+    rf"\b(?:{_AFTER_THAT}|otherwise|either\sside|outside\s(?:of\s)?(?:that|it|those|then)"
     r"|the\srest\sof\sthe\stime|any\sother\stime)\b"
 )
 
