@@ -8,6 +8,8 @@ from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from voice_agent.core.caller_history import CallerHistoryReader
+from voice_agent.policies.pipecat_builtin import is_pipecat_summary
 from voice_agent.session import CallSession
 
 
@@ -19,6 +21,43 @@ def _text(content: Any) -> str:
     return ""
 
 
+class CallerMessages:
+    """The caller messages of the pipeline's own context already handed to the session, by identity.
+
+    Under the ``pipecat`` policy pipecat's summarizer replaces older messages with one summary message (a
+    ``user`` message too), so counting caller messages no longer finds the new ones. pipecat keeps the
+    message objects it does not fold, so "not seen before" is exact. Shared by the two context stages.
+
+    The summary message is told apart by :func:`~voice_agent.policies.pipecat_builtin.is_pipecat_summary`
+    (the pipeline sets pipecat's template to match). A speculative user turn would add a provisional message
+    and then the real one; the call's turn strategies never speculate, so each message is one turn's words.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._kept: list[object] = []  # holds the seen messages, so their ids are never reused
+
+    def new(self, messages: list[Any]) -> list[str]:
+        """The caller's words not handed on yet.
+
+        Args:
+            messages: The pipeline's context messages.
+
+        Returns:
+            The texts of the ``user`` messages not seen before, in order, pipecat's summary excluded.
+        """
+        texts = []
+        for message in messages:
+            if not isinstance(message, dict) or message.get("role") != "user" or id(message) in self._seen:
+                continue
+            self._seen.add(id(message))
+            self._kept.append(message)
+            text = _text(message.get("content"))
+            if not is_pipecat_summary("user", text):
+                texts.append(text)
+        return texts
+
+
 class ContextAssembly(FrameProcessor):
     """Replaces each LLMContextFrame with one built from the session's lanes.
 
@@ -26,14 +65,21 @@ class ContextAssembly(FrameProcessor):
     (re-runs after tool results, pushed upstream by the assistant aggregator). They
     share the session. pipecat's own stored history is never mutated: the LLM gets a
     new LLMContext, so tool call/result pairing in the canonical history stays intact.
+    Under the ``pipecat`` policy the frame goes on unchanged (pipecat's own context is
+    what that policy shows the model); the caller's new words still open the turn.
 
     Args:
         session: The call.
+        caller_messages: The caller messages already seen (used under ``pipecat``); the pipeline gives both
+            stages one (a stage alone gets its own).
     """
 
-    def __init__(self, session: CallSession, **kwargs: Any) -> None:
+    def __init__(self, session: CallSession, caller_messages: CallerMessages | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._session = session
+        self._caller_messages = caller_messages if caller_messages is not None else CallerMessages()
+        # The history grows every turn: only the messages appended since the last inference are scanned.
+        self._history = CallerHistoryReader()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Dispatches LLMContextFrames to the assembler; forwards the rest."""
@@ -44,8 +90,13 @@ class ContextAssembly(FrameProcessor):
 
     async def _assemble(self, frame: LLMContextFrame) -> LLMContextFrame:
         canonical = frame.context
-        users = [_text(m.get("content")) for m in canonical.get_messages() if isinstance(m, dict)
-                 and m.get("role") == "user"]
+        if self._session.uses_pipeline_context:
+            new = [t for t in self._caller_messages.new(canonical.get_messages()) if t.strip()]
+            if new:
+                await self._session.begin_turn(" ".join(new))
+            self._session.count_request()
+            return frame
+        users = self._history.read(canonical.get_messages())
         # New caller words since the last inference open a turn (and maybe a summary pass).
         await self._session.sync_caller_messages(users)
         assembled = self._session.assemble()

@@ -291,6 +291,9 @@ class LLMWatchdogInlet(FrameProcessor):
     """
 
     def __init__(self, watchdog: LLMWatchdog, **kwargs: Any) -> None:
+        # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
+        # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._watchdog = watchdog
 
@@ -310,6 +313,9 @@ class LLMWatchdogOutlet(FrameProcessor):
     """
 
     def __init__(self, watchdog: LLMWatchdog, **kwargs: Any) -> None:
+        # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
+        # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._watchdog = watchdog
 

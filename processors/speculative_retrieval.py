@@ -2,7 +2,9 @@
 
 A thin adapter over :class:`voice_agent.retrieval.speculative.SpeculativeRetriever`:
 
-* ``InterimTranscriptionFrame``: schedules a debounced background retrieval (a task of this processor);
+* ``InterimTranscriptionFrame``: schedules a debounced background retrieval (a task of this processor); in audio
+  mode (once a ``VADUserStartedSpeakingFrame`` has passed) an interim arriving when every utterance the VAD
+  started has had its final (a late partial decode) is ignored, so it is never charged to the next turn;
 * ``TranscriptionFrame`` (audio mode) and ``LLMMessagesAppendFrame`` with user messages (text mode): takes the
   final text, gets the chunks (cached hit or critical-path retrieval) and sets ``session.retrieved`` and
   ``session.pending_retrieval`` *before* forwarding the frame, so the context assembled for this turn has them;
@@ -25,6 +27,7 @@ from pipecat.frames.frames import (
     InterruptionFrame,
     LLMMessagesAppendFrame,
     TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
@@ -84,6 +87,8 @@ class SpeculativeRetrieval(FrameProcessor):
         super().__init__(**kwargs)
         self._session = session
         self._speculate = speculate
+        # Utterances the VAD started that have no final yet; None until a VAD frame passes (text mode).
+        self._open_utterances: int | None = None
         self.retriever = SpeculativeRetriever(searcher, config, spawn=self._spawn)
 
     def _spawn(self, coroutine: Any) -> Any:
@@ -94,10 +99,14 @@ class SpeculativeRetrieval(FrameProcessor):
         await super().process_frame(frame, direction)
         if direction is FrameDirection.DOWNSTREAM:
             if isinstance(frame, InterimTranscriptionFrame):
-                if self._speculate:
+                if self._speculate and self._open_utterances != 0:
                     self.retriever.on_interim(frame.text)
             elif isinstance(frame, TranscriptionFrame):
+                if self._open_utterances:
+                    self._open_utterances -= 1
                 await self._final(frame.text)
+            elif isinstance(frame, VADUserStartedSpeakingFrame):
+                self._open_utterances = (self._open_utterances or 0) + 1
             elif isinstance(frame, LLMMessagesAppendFrame):
                 text = _user_text(frame)
                 if text:

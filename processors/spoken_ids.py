@@ -28,6 +28,9 @@ class SpokenIdNormalizer(FrameProcessor):
     """
 
     def __init__(self, shapes: Iterable[str | IdShape], **kwargs: Any) -> None:
+        # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
+        # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._shapes = id_shapes(shapes)
         self.rewrites = 0

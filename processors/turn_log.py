@@ -33,6 +33,9 @@ class TurnLog(FrameProcessor):
     """
 
     def __init__(self, session: CallSession, **kwargs: Any) -> None:
+        # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
+        # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._session = session
         self._text: list[str] = []

@@ -53,6 +53,10 @@ async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp
     credited = next(t["turn"] for t in record.turns if "issue_credit" in t["executed"])
     assert credited - stated > KEEP, "the account must have left the raw window before the credit"
     assert stated == 3 and credited == 7
+    # Over the bridge, the default stack's partial decodes reach speculative retrieval while the caller speaks.
+    spoken = [t["retrieval"] for t in record.turns if t["retrieval"]]
+    assert spoken and any(r["interims"] and r["speculative_retrievals"] for r in spoken), spoken
+    assert all(r["searches"] >= 1 for r in spoken)
     # What the caller heard is transcribed and written out with the recording.
     assert "credit" in result.turns[credited - 1].agent_text.lower()
     assert result.wav_path and Path(result.wav_path).stat().st_size > 8000 * 2 * 5

@@ -23,9 +23,10 @@ from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
 from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
-from voice_agent.settings import Settings
+from voice_agent.settings import Settings, SettingsError
 from voice_agent.store.base import CallStore
 
 DomainFactory = Callable[[], Domain]
@@ -54,6 +55,40 @@ def session_config(settings: Settings) -> SessionConfig:
         llm_recovery=llm_recovery_config(settings),
         # Only an explicit setting here; build_session adds the default of the summarizer it builds.
         summary_in_background=settings.summarizer.background is True,
+        pipecat=pipecat_limits(settings),
+    )
+
+
+def pipecat_limits(settings: Settings) -> PipecatSummaryLimits:
+    """pipecat's summarization thresholds the ``pipecat_summarizer`` section sets."""
+    config = settings.pipecat_summarizer
+    return PipecatSummaryLimits(
+        summarize=config.summarize, max_context_tokens=config.max_context_tokens or None,
+        max_unsummarized_messages=config.max_unsummarized_messages or None,  # 0 turns a threshold off
+        min_messages_after_summary=config.min_messages_after_summary,
+        target_context_tokens=config.target_context_tokens, timeout_secs=config.timeout_secs,
+    )
+
+
+def pipecat_summary_llm(summarizer: PolicySummarizer) -> LLMService[Any]:
+    """The pipecat LLM service pipecat's own summarizer runs on, for the model behind ``summarizer``.
+
+    Raises:
+        SettingsError: ``summarizer`` is not a model (the extractive summarizer, a simulation's fault model).
+    """
+    from voice_agent.summarizers.llm import LLMSummarizer
+    from voice_agent.summarizers.local import LocalSummarizer
+
+    if isinstance(summarizer, LocalSummarizer):
+        from voice_agent.services.local_llm import LocalModelLLM
+
+        return LocalModelLLM(summarizer)
+    if isinstance(summarizer, LLMSummarizer):
+        return summarizer.llm
+    raise SettingsError(
+        f"settings: policy.name=pipecat summarizes with pipecat's prompt through a model, and "
+        f"{type(summarizer).__name__} is not one: set summarizer.kind to local or llm "
+        f"(or pipecat_summarizer.summarize=false for the full history)"
     )
 
 
@@ -112,11 +147,17 @@ def build_session(
         llm: For an ``llm`` summarizer: the service to summarize with.
     """
     config = session_config(settings)
-    if summarizer is None and config.policy is not PolicyName.WINDOW:
+    needs_summarizer = config.policy is not PolicyName.WINDOW and not (
+        config.policy is PolicyName.PIPECAT and not config.pipecat.summarize)
+    if summarizer is None and needs_summarizer:
         summarizer = make_summarizer(settings, llm)
         # A slow summarizer (local: 15-35 s a pass) runs off the turn unless the settings say otherwise;
         # a summarizer put in by the caller (a simulation's instrument) runs inline unless they say so.
         config = replace(config, summary_in_background=summarizer_choice(settings).background)
+    if config.policy is PolicyName.PIPECAT:
+        summary_llm = pipecat_summary_llm(summarizer) if config.pipecat.summarize and summarizer else None
+        policy = PipecatBuiltinPolicy(config.pipecat, summary_llm)
+        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy)
     return CallSession(domain, config, summarizer, call_id=call_id)
 
 

@@ -162,7 +162,9 @@ def simulate(
         "billing_dispute"
     ),
     policy: Annotated[
-        str, typer.Option("--policy", help="lanes, rolling, window, all, or a comma list (default: lanes,rolling).")
+        str, typer.Option("--policy", help="lanes, rolling, window, pipecat (pipecat's own summarizer: needs "
+                          "--summarizer settings with a model summarizer), all (the first three), or a comma list "
+                          "(default: lanes,rolling).")
     ] = "lanes,rolling",
     retention: Annotated[
         float, typer.Option("--retention", help="R of the simulation's fault model over the extractive summarizer.")
@@ -211,6 +213,10 @@ def simulate(
     ] = "text",
     stack: Annotated[str, typer.Option("--stack", help="Audio: default (Whisper + Piper) or light.")] = "default",
     speed: Annotated[float, typer.Option("--speed", help="Audio: caller media pace, x real time.")] = 1.0,
+    interims: Annotated[
+        bool, typer.Option("--interims/--no-interims", help="Audio, default stack: interim transcripts from partial "
+                           "Whisper decodes, for speculative retrieval (off: every retrieval at the final).")
+    ] = True,
 ) -> None:
     """Runs a scripted call through the real pipeline and compares memory policies side by side.
 
@@ -218,7 +224,7 @@ def simulate(
     synthesized speech both ways; the agent's audio and transcript are written under ./calls.
     """
     if modality == "audio":
-        _simulate_audio(scenario, keep or 6, every or 5, stack, speed)
+        _simulate_audio(scenario, keep or 6, every or 5, stack, speed, interims, json_path)
         return
     if modality != "text":
         fail(f"--modality takes text or audio; got {modality!r}")
@@ -226,22 +232,26 @@ def simulate(
 
     from voice_agent import paraphrases
     from voice_agent.domains.billing import billing_domain
-    from voice_agent.policies import PolicyName
+    from voice_agent.policies import ASSEMBLED, PolicyName
     from voice_agent.scenarios import load_scenario
     from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.simulation.console import console, print_comparison, print_turn
     from voice_agent.simulation.runner import SimulationPlan, run_plan
     from voice_agent.telemetry import install_telemetry
 
-    names = [p.value for p in PolicyName] if policy == "all" else [p.strip() for p in policy.split(",") if p.strip()]
+    names = [p.value for p in ASSEMBLED] if policy == "all" else [p.strip() for p in policy.split(",") if p.strip()]
     unknown = [n for n in names if n not in {p.value for p in PolicyName}]
     if unknown or not names:
-        fail(f"--policy takes lanes, rolling, window or all; got {policy!r}")
+        fail(f"--policy takes lanes, rolling, window, pipecat, all (the first three) or a comma list; got {policy!r}")
     with_knowledge = runs == 1 if knowledge is None else knowledge
     if with_knowledge and pace == 0.0:
         pace = 10.0  # interims must arrive slower than the retrieval debounce for speculation to run
     if summarizer not in ("fault", "settings"):
         fail(f"--summarizer takes fault or settings; got {summarizer!r}")
+    if PolicyName.PIPECAT.value in names and summarizer == "fault":
+        fail("--policy pipecat runs pipecat's own summarizer through a model, and the fault model is not one: add "
+             "--summarizer settings (the local model when its extra is installed); "
+             "scripts/bench_vs_pipecat.py compares it with ours")
     try:
         settings = with_overrides(load_settings(), policy={"keep": keep, "every": every, "trigger": trigger})
         telemetry = install_telemetry(settings.telemetry)
@@ -258,6 +268,13 @@ def simulate(
                               retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge,
                               scripted_llm=scripted, slow_answer_secs=slow_answer)
     except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    if trace_path and plan.policies[0] is PolicyName.PIPECAT:
+        fail("--trace records our own policies' passes; put lanes, rolling or window first")
+    try:
+        for name in dict.fromkeys(plan.policies):
+            plan.call(plan.scenario, name, 0)  # a summarizer or LLM that cannot serve a policy fails now, in one line
+    except SettingsError as exc:
         fail(str(exc))
     live = not quiet
 
@@ -290,7 +307,9 @@ def simulate(
         fail(f"{report['failed_runs']} simulated call(s) failed: {failed}", code=1)
 
 
-def _simulate_audio(scenario: str, keep: int, every: int, stack: str, speed: float) -> None:
+def _simulate_audio(
+    scenario: str, keep: int, every: int, stack: str, speed: float, interims: bool = True, json_path: str | None = None
+) -> None:
     import asyncio
     from pathlib import Path
 
@@ -298,11 +317,14 @@ def _simulate_audio(scenario: str, keep: int, every: int, stack: str, speed: flo
 
     try:
         report = asyncio.run(
-            run_audio_simulation(scenario, keep=keep, every=every, stack=stack, speed=speed, out=Path("calls"))
+            run_audio_simulation(scenario, keep=keep, every=every, stack=stack, speed=speed, out=Path("calls"),
+                                 interims=interims)
         )
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         fail(str(exc))
     print_audio_simulation(report)
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 
 
 def _hosted_llm_factory(provider: str) -> Any:

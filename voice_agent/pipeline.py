@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from loguru import logger
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_context_summarizer import SummaryAppliedEvent
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMAssistantAggregator,
+    LLMAssistantAggregatorParams,
     LLMContextAggregatorPair,
     LLMUserAggregator,
     LLMUserAggregatorParams,
@@ -16,12 +21,17 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserTurnStrategies
+from pipecat.utils.context.llm_context_summarization import (
+    LLMAutoContextSummarizationConfig,
+    LLMContextSummaryConfig,
+)
 
-from processors.context_assembly import ContextAssembly
+from processors.context_assembly import CallerMessages, ContextAssembly
 from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
 from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
+from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
 from voice_agent.session import CallSession
 
 AUDIO_TURN_STOP_TIMEOUT = 10.0
@@ -40,6 +50,61 @@ class CallPipeline:
     output_guard: OutputGuardProcessor
     turn_log: TurnLog
     watchdog: LLMWatchdog
+    summaries_applied: list[dict[str, int]] = field(default_factory=list)
+    """Under ``pipecat``: each summary pipecat applied (its message counts), in order."""
+
+    @property
+    def summarizing(self) -> bool:
+        """pipecat's summarizer has a summary in flight, or its model is still on one (never under our policies).
+
+        pipecat clears its own flag on an interruption while the pass runs on, so the model's count is read too.
+        """
+        summarizer = self.assistant_aggregator._summarizer
+        # pipecat exposes no public flag; this is the one its own trigger checks (a test pins its name).
+        requested = summarizer is not None and summarizer._summarization_in_progress
+        policy = self.session.policy
+        model = policy.summary_llm if isinstance(policy, PipecatBuiltinPolicy) else None
+        return bool(requested or getattr(model, "in_flight", 0))
+
+    async def summary_settled(self, poll_secs: float = 0.05) -> None:
+        """Returns once no pipecat summary is in flight.
+
+        A scripted driver measuring with inline passes waits here, so the next turn sees the summary as
+        our inline passes are seen.
+
+        Args:
+            poll_secs: How often to look.
+        """
+        while self.summarizing:
+            await asyncio.sleep(poll_secs)
+
+
+def pipecat_summarization(policy: PipecatBuiltinPolicy) -> LLMAssistantAggregatorParams:
+    """pipecat's own config objects for the ``pipecat`` policy.
+
+    Args:
+        policy: Its thresholds and the LLM service it summarizes with.
+
+    Returns:
+        The assistant aggregator's parameters: auto summarization on those thresholds (off with ``summarize`` off).
+    """
+    limits = policy.limits
+    if not limits.summarize:
+        return LLMAssistantAggregatorParams()
+    return LLMAssistantAggregatorParams(
+        enable_auto_context_summarization=True,
+        auto_context_summarization_config=LLMAutoContextSummarizationConfig(
+            max_context_tokens=limits.max_context_tokens,
+            max_unsummarized_messages=limits.max_unsummarized_messages,
+            summary_config=LLMContextSummaryConfig(
+                target_context_tokens=limits.target_context_tokens,
+                min_messages_after_summary=limits.min_messages_after_summary,
+                llm=policy.summary_llm,
+                summarization_timeout=limits.timeout_secs,
+                summary_message_template=SUMMARY_TEMPLATE,
+            ),
+        ),
+    )
 
 
 def build_call_pipeline(
@@ -71,27 +136,42 @@ def build_call_pipeline(
     llm.append_system_instruction(session.system_prompt)
     context = LLMContext(tools=tools_schema(session))
     strategies = user_turn_strategies or ExternalUserTurnStrategies()
+    policy = session.policy
+    assistant_params = (pipecat_summarization(policy) if isinstance(policy, PipecatBuiltinPolicy)
+                        else LLMAssistantAggregatorParams())
     user_agg, assistant_agg = LLMContextAggregatorPair(
         context,
         user_params=LLMUserAggregatorParams(
             user_turn_strategies=strategies, user_turn_stop_timeout=user_turn_stop_timeout
         ),
+        assistant_params=assistant_params,
     )
+    caller_messages = CallerMessages()
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
     processors: list[FrameProcessor] = [
         *before_user,
         user_agg,
-        ContextAssembly(session, name="context-assembly-in"),
+        ContextAssembly(session, caller_messages, name="context-assembly-in"),
         watchdog.inlet,
         llm,
         watchdog.outlet,
-        ContextAssembly(session, name="context-assembly-rerun"),
+        ContextAssembly(session, caller_messages, name="context-assembly-rerun"),
         output_guard,
         *tts,
         turn_log,
         assistant_agg,
     ]
-    return CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, output_guard, turn_log,
+    call = CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, output_guard, turn_log,
                         watchdog)
+
+    async def on_summary_applied(_aggregator: Any, _summarizer: Any, event: SummaryAppliedEvent) -> None:
+        counts = {"messages_before": event.original_message_count, "messages_after": event.new_message_count,
+                  "summarized": event.summarized_message_count}
+        call.summaries_applied.append(counts)
+        logger.info("call {}: pipecat summary applied at turn {} ({} messages -> {})", session.call_id,
+                    session.turn, event.original_message_count, event.new_message_count)
+
+    assistant_agg.add_event_handler("on_summary_applied", on_summary_applied)
+    return call

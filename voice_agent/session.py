@@ -27,6 +27,7 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
 
@@ -56,7 +57,7 @@ class SessionConfig:
     """How one call is run.
 
     Attributes:
-        policy: ``lanes``, ``rolling`` or ``window``.
+        policy: ``lanes``, ``rolling``, ``window`` or ``pipecat``.
         keep: K, recent turns kept raw.
         every: S, summary regeneration cadence.
         reference_date: The call's "today".
@@ -78,7 +79,11 @@ class SessionConfig:
     llm_recovery: LLMRecoveryConfig = field(default_factory=LLMRecoveryConfig)
     summary_in_background: bool = False
     """Run summary passes off the turn: the reply never waits for one, the turns it folds stay raw until it
-    lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements."""
+    lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements.
+    Under ``pipecat`` pipecat always summarizes off the turn; off here, a scripted driver waits for its summary
+    before the caller's next line (so both mechanisms are measured with their summary in place)."""
+    pipecat: PipecatSummaryLimits = field(default_factory=PipecatSummaryLimits)
+    """pipecat's summarization thresholds, for the ``pipecat`` policy."""
 
 
 class CallSession:
@@ -147,6 +152,9 @@ class CallSession:
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         if self.config.policy is PolicyName.WINDOW:
             return WindowPolicy(self.assembler_config)
+        if self.config.policy is PolicyName.PIPECAT:
+            # Its summarizing LLM service is a pipecat object: the call factory builds the policy with it.
+            return PipecatBuiltinPolicy(self.config.pipecat, None)
         if summarizer is None:
             raise ValueError(f"the {self.config.policy.value} policy needs a summarizer")
         if self.config.policy is PolicyName.ROLLING:
@@ -223,13 +231,22 @@ class CallSession:
         self._caller_messages_seen = len(caller_messages)
         return await self.begin_turn(text)
 
+    @property
+    def uses_pipeline_context(self) -> bool:
+        """True under ``pipecat``: the model gets the pipeline's own context, which pipecat summarizes."""
+        return isinstance(self.policy, PipecatBuiltinPolicy)
+
     def assemble(self) -> AssembledContext:
         """The context for the next inference, built from the lanes by the policy."""
         context = self.policy.build(self.state, self.retrieved)
         self.last_context = context
+        self.count_request()
+        return context
+
+    def count_request(self) -> None:
+        """One more inference in the current turn (:meth:`assemble` counts its own)."""
         turn = self.state.turn
         self.requests_by_turn[turn] = self.requests_by_turn.get(turn, 0) + 1
-        return context
 
     def review_tool_call(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> GateDecision:
         """Records the call in the transcript, then runs the guards on it."""
@@ -312,3 +329,7 @@ class CallSession:
         if not text and not interrupted:
             return
         self.state.record_agent(text, interrupted=interrupted)
+        if isinstance(self.policy, LanesPolicy):
+            # The lanes context reads every utterance's dates: read the reply now, while the caller listens,
+            # so the caller's next words do not wait on it.
+            self.date_guard.read_ahead(self.state.transcript)

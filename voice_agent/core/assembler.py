@@ -9,7 +9,7 @@ from typing import Any
 
 from voice_agent.core.call_state import CallState
 from voice_agent.core.summary import EpisodeSummary
-from voice_agent.core.tokens import estimate_message_tokens
+from voice_agent.core.tokens import estimate_message_tokens, estimate_message_tokens_of_length
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 Message = dict[str, Any]
@@ -133,16 +133,23 @@ def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, in
             f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections if lines
         )
 
-    text = render()
-    while estimate_message_tokens(text) > max_tokens:
+    # The rendered length, kept as lines are dropped, so the text is rendered once rather than once per line
+    # dropped. A section renders as "Title:" and one "\n- line" per line; sections are joined by "\n".
+    chars = [len(title) + 1 + sum(len(line) + 3 for line in lines) for title, lines in sections]
+
+    def length() -> int:
+        shown = [c for c, (_, lines) in zip(chars, sections, strict=True) if lines]
+        return sum(shown) + len(shown) - 1 if shown else 0
+
+    while estimate_message_tokens_of_length(length()) > max_tokens:
         # Commitments are verbatim promises: drop narrative lines first, oldest first.
-        candidates = [s for s in sections[:-1] if s[1]] or [s for s in sections if s[1]]
+        candidates = [i for i, s in enumerate(sections[:-1]) if s[1]] or [i for i, s in enumerate(sections) if s[1]]
         if not candidates:
             break
-        max(candidates, key=lambda s: len(s[1]))[1].pop(0)
+        longest = max(candidates, key=lambda i: len(sections[i][1]))
+        chars[longest] -= len(sections[longest][1].pop(0)) + 3
         dropped += 1
-        text = render()
-    return text, dropped
+    return render(), dropped
 
 
 def entries_to_messages(entries: Sequence[TranscriptEntry]) -> list[Message]:

@@ -159,9 +159,16 @@ def _readings(tokens: Sequence[str], index: int, prefixes: frozenset[str]) -> li
 
 
 def _match_at(
-    tokens: Sequence[str], start: int, shape: IdShape, prefixes: frozenset[str]
+    tokens: Sequence[str], start: int, shape: IdShape, prefixes: frozenset[str],
+    readings: dict[int, list[tuple[str, int]]] | None = None,
 ) -> tuple[str, int] | None:
-    """The symbols and end index (exclusive) of ``shape`` spelled from word ``start``, if it is."""
+    """The symbols and end index (exclusive) of ``shape`` spelled from word ``start``, if it is.
+
+    ``readings`` keeps each word's readings for the whole text: every shape, at every start, reads the same
+    words the same way, so they are worked out once.
+    """
+    if readings is None:
+        readings = {}
     target = len(shape.compact)
     stack: list[tuple[int, str]] = [(start, "")]
     while stack:
@@ -170,7 +177,10 @@ def _match_at(
             return symbols, index
         if index >= len(tokens) or index - start >= _MAX_TOKENS:
             continue
-        for reading, used in reversed(_readings(tokens, index, prefixes)):
+        ways = readings.get(index)
+        if ways is None:
+            ways = readings[index] = _readings(tokens, index, prefixes)
+        for reading, used in reversed(ways):
             if not reading and symbols == "":
                 continue  # an id never starts with "dash"
             candidate = symbols + reading
@@ -196,13 +206,19 @@ def normalize_spoken_ids(text: str, shapes: Sequence[IdShape]) -> str:
     spans = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
     tokens = [s[2] for s in spans]
     prefixes = frozenset(s.prefix for s in shapes if s.prefix)
+    readings: dict[int, list[tuple[str, int]]] = {}
     pieces: list[str] = []
     cursor = 0
     index = 0
     while index < len(tokens):
         found: tuple[str, int, IdShape] | None = None
+        if index not in readings:
+            readings[index] = _readings(tokens, index, prefixes)
+        if not readings[index]:  # no identifier starts with this word ("charge"): no shape to try
+            index += 1
+            continue
         for shape in shapes:
-            match = _match_at(tokens, index, shape, prefixes)
+            match = _match_at(tokens, index, shape, prefixes, readings)
             if match is not None and (found is None or match[1] > found[1]):
                 found = (match[0], match[1], shape)
         if found is None:

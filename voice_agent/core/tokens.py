@@ -17,3 +17,8 @@ def estimate_tokens(text: str) -> int:
 def estimate_message_tokens(content: str) -> int:
     """Estimates one chat message: its content plus a fixed framing overhead."""
     return estimate_tokens(content) + MESSAGE_OVERHEAD_TOKENS
+
+
+def estimate_message_tokens_of_length(chars: int) -> int:
+    """:func:`estimate_message_tokens` of a content ``chars`` characters long, without the content."""
+    return (chars + 3) // 4 + MESSAGE_OVERHEAD_TOKENS

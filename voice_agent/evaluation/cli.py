@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from voice_agent.policies import PolicyName
+from voice_agent.policies import ASSEMBLED, PolicyName
 
 console = Console(highlight=False)
 
@@ -75,8 +75,8 @@ def parse_policies(value: str) -> tuple[PolicyName, ...]:
     Raises:
         ValueError: An unknown name.
     """
-    names = [p.value for p in PolicyName] if value == "all" else [p.strip() for p in value.split(",") if p.strip()]
-    known = {p.value for p in PolicyName}
+    names = [p.value for p in ASSEMBLED] if value == "all" else [p.strip() for p in value.split(",") if p.strip()]
+    known = {p.value for p in ASSEMBLED}  # a replay assembles each context itself: pipecat's policy has none
     if not names or any(n not in known for n in names):
         raise ValueError(f"--policy takes lanes, rolling, window, all or a comma list; got {value!r}")
     return tuple(PolicyName(n) for n in dict.fromkeys(names))

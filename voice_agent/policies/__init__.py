@@ -1,4 +1,4 @@
-"""Memory policies selectable per run: ``lanes`` (ours), ``rolling`` and ``window`` (baselines)."""
+"""Memory policies selectable per run: ``lanes`` (ours); ``rolling``, ``window`` and ``pipecat`` (baselines)."""
 
 from __future__ import annotations
 
@@ -11,3 +11,10 @@ class PolicyName(StrEnum):
     LANES = "lanes"
     ROLLING = "rolling"
     WINDOW = "window"
+    PIPECAT = "pipecat"
+    """pipecat's own ``LLMContextSummarizer`` over the pipeline's context (no lanes in the context)."""
+
+
+ASSEMBLED = (PolicyName.LANES, PolicyName.ROLLING, PolicyName.WINDOW)
+"""The policies whose context the context stage builds from the lanes; ``all`` on the command line means these
+(``pipecat`` summarizes with a model, so it is asked for by name)."""

@@ -33,6 +33,10 @@ class LanesPolicy:
         self.assembler = ContextAssembler(assembler_config)
         self.compactor = Compactor(summarizer)
         self.date_guard = date_guard
+        # The caller's limits so far, kept up with the guard's list of caller constraints (read from where it
+        # was left; started over when the guard starts a new list or the day of the call differs).
+        self._limits: tuple[Sequence[tuple[int, DateConstraint]] | None, int, date | None,
+                            list[tuple[int, DateConstraint]]] = (None, 0, None, [])
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Regenerates the structured summary when the schedule says so."""
@@ -54,10 +58,7 @@ class LanesPolicy:
         slot already holds verbatim are not repeated.
         """
         today = state.reference_date
-        limits = [
-            (turn, c) for turn, c in self.date_guard.constraints(state.transcript)
-            if not c.is_positive and (c.end is None or c.end >= today)
-        ]
+        limits = self._standing_limits(state)
         held = state.slots.values()
         lines: list[str] = []
         for turn, c in limits:
@@ -68,6 +69,19 @@ class LanesPolicy:
             if line not in lines:
                 lines.append(line)
         return lines
+
+    def _standing_limits(self, state: CallState) -> list[tuple[int, DateConstraint]]:
+        """The caller's limits and exclusions that still lie ahead, oldest first (only new constraints read)."""
+        found = self.date_guard.caller_constraints(state.transcript)
+        source, done, day, limits = self._limits
+        today = state.reference_date
+        if source is not found or done > len(found) or day != today:
+            done, limits = 0, []
+        limits.extend(
+            (turn, c) for turn, c in found[done:] if not c.is_positive and (c.end is None or c.end >= today)
+        )
+        self._limits = (found, len(found), today, limits)
+        return limits
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """KNOWN FACTS + summary + retrieved + raw turns + constraints."""

@@ -18,10 +18,12 @@ from typing import Any
 from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
+from voice_agent.policies.pipecat_builtin import is_pipecat_summary
 from voice_agent.session import CallSession
 
 MEMORY_ROLES = frozenset({"system", "developer"})
-"""Roles of the messages a policy adds besides the raw turns (KNOWN FACTS, summary, knowledge, rules)."""
+"""Roles of the messages a policy adds besides the raw turns (KNOWN FACTS, summary, knowledge, rules); pipecat's
+summary, a ``user`` message, is memory too."""
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _NEGATED = re.compile(r"\b(?:not|no|never|except|other than|instead of)\b|n't\b", re.I)
 """An agent sentence that names a ruled-out option to exclude it is not an offer."""
@@ -189,14 +191,15 @@ class CallRecorder:
         now = time.perf_counter() if now is None else now
         record = self._open(max(self.session.turn, 1), now)
         for message in messages:
-            if message.get("role") == "user":
+            if message.get("role") == "user" and not is_pipecat_summary("user", _content(message)):
                 self._caller_texts.setdefault(_content(message), None)
         record.requests += 1
         if record.requests > 1:
             return
         texts = [_content(m) for m in messages]
         whole = "\n".join(texts)
-        memory = "\n".join(t for m, t in zip(messages, texts, strict=True) if m.get("role") in MEMORY_ROLES)
+        memory = "\n".join(t for m, t in zip(messages, texts, strict=True)
+                           if m.get("role") in MEMORY_ROLES or is_pipecat_summary(m.get("role"), t))
         record.tokens = sum(estimate_tokens(t) for t in texts)
         if self.session.last_context is not None:
             record.lane_tokens = dict(self.session.last_context.lane_tokens)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from voice_agent.recording.record import TurnRecord
+from voice_agent.retrieval.speculative import SEARCH_BUDGET_PER_TURN
 from voice_agent.session import CallSession
 
 # Piped output (CI logs, `| tee`) has no terminal width; the side-by-side table needs about 130 columns.
@@ -97,6 +98,12 @@ def print_comparison(report: dict[str, Any]) -> None:
         row("knowledge served from speculation", hits)
         row("retrieval on the critical path p50",
             lambda p: f"{(p.get('retrieval') or {}).get('critical_path_ms', {}).get('p50') or 0:.2f} ms")
+
+        def searches(p: dict[str, Any]) -> str:
+            r = p.get("retrieval") or {}
+            return "-" if not r else f"{r['searches_per_turn']:.2f}{' OVER' if r['over_budget'] else ''}"
+
+        row(f"searches per turn (budget {SEARCH_BUDGET_PER_TURN:g})", searches)
     row("first-response latency p50 / p95",
         lambda p: f"{p['latency_ms']['p50'] or 0:.1f} / {p['latency_ms']['p95'] or 0:.1f} ms")
     console.print(table)

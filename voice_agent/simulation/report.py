@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voice_agent.recording.record import CallRecorder, WatchedFact
+from voice_agent.retrieval.speculative import SEARCH_BUDGET_PER_TURN
 from voice_agent.stats import percentile
 
 
@@ -63,6 +64,8 @@ class RunOutcome:
         retrieval: Per turn that retrieved: hit or miss, critical-path ms, chunk ids and scores, staleness.
         failure: Why the call did not finish (an error the pipeline reported, a turn with no answer).
         errors: Every error the pipeline reported.
+        summaries_applied: Under ``pipecat``: summaries pipecat applied to the context (a pass whose result
+            came too late for it is dropped by pipecat and not counted).
     """
 
     present_at_need: dict[str, bool] = field(default_factory=dict)
@@ -81,6 +84,7 @@ class RunOutcome:
     retrieval: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
     errors: list[str] = field(default_factory=list)
+    summaries_applied: int = 0
 
 
 def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: str | None = None) -> RunOutcome:
@@ -168,11 +172,27 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
 
 def _retrieval_summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any] | None:
     """Hit rate and critical-path time over turns that injected knowledge, plus run 0's turns."""
-    turns = [t for o in outcomes for t in o.retrieval]
+    summary = retrieval_summary([t for o in outcomes for t in o.retrieval])
+    if summary is None:
+        return None
+    return {**summary, "first_run": outcomes[0].retrieval if outcomes else []}
+
+
+def retrieval_summary(turns: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Aggregates per-turn retrieval records (:meth:`TurnRetrieval.to_dict`); None when no turn retrieved.
+
+    ``hit_rate`` is over the turns that injected chunks; ``searches_per_turn`` (speculative and critical-path
+    searches) is over every turn that retrieved, and ``over_budget`` says it is above
+    :data:`~voice_agent.retrieval.speculative.SEARCH_BUDGET_PER_TURN`.
+    """
+    turns = [t for t in turns if "critical_path_ms" in t]  # a failed retrieval records only its status
     if not turns:
         return None
     injected = [t for t in turns if t.get("chunk_ids")]
     hits = [t for t in injected if t.get("status") == "hit"]
+    searches = [int(t.get("searches", t.get("speculative_retrievals", 0) + (t.get("status") == "miss")))
+                for t in turns]
+    per_turn = sum(searches) / len(turns)
     return {
         "turns": len(turns),
         "turns_with_chunks": len(injected),
@@ -181,5 +201,8 @@ def _retrieval_summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any] | None:
             "p50": percentile([float(t["critical_path_ms"]) for t in turns], 0.5),
             "p95": percentile([float(t["critical_path_ms"]) for t in turns], 0.95),
         },
-        "first_run": outcomes[0].retrieval if outcomes else [],
+        "interims_per_turn": sum(int(t.get("interims", 0)) for t in turns) / len(turns),
+        "searches_per_turn": per_turn,
+        "search_budget": SEARCH_BUDGET_PER_TURN,
+        "over_budget": per_turn > SEARCH_BUDGET_PER_TURN,
     }

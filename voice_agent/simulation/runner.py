@@ -26,6 +26,7 @@ from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder, TurnRecord
 from voice_agent.retrieval.index import shared_index
+from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.scenarios import Scenario
 from voice_agent.services.fake_llm import FakeLLM, script_from_record
 from voice_agent.settings import Settings, with_overrides
@@ -186,15 +187,19 @@ async def run_once(
         if on_turn is not None and record is not None:
             on_turn(policy, run, parts, record)
 
-    before_user = [SpeculativeRetrieval(parts.session, shared_index())] if plan.knowledge else []
+    before_user = [SpeculativeRetrieval(parts.session, shared_index(), BUDGETED_SPECULATION)] if plan.knowledge else []
     failure = None
+    applied = 0
     try:
-        await run_text_call(parts.session, parts.llm, caller_lines(script), recorder=recorder,
-                            words_per_second=plan.words_per_second, on_turn=turn_hook, before_user=before_user,
-                            turn_timeout=plan.turn_timeout)
+        call = await run_text_call(parts.session, parts.llm, caller_lines(script), recorder=recorder,
+                                   words_per_second=plan.words_per_second, on_turn=turn_hook,
+                                   before_user=before_user, turn_timeout=plan.turn_timeout)
+        applied = len(call.summaries_applied)
     except (CallFailed, TurnTimeout) as exc:
         failure = str(exc)
-    return outcome_of(recorder, facts, failure)
+    outcome = outcome_of(recorder, facts, failure)
+    outcome.summaries_applied = applied
+    return outcome
 
 
 def _run_chunk(plan: SimulationPlan, policy: PolicyName, side: str, runs: list[int]) -> list[RunOutcome]:

@@ -145,6 +145,14 @@ async def run_text_call(
                 raise TurnTimeout(f"turn {line.turn}: no answer within {turn_timeout:.0f} s") from exc
             if failures:
                 raise CallFailed(f"turn {line.turn}: {failures[0]}")
+            if session.uses_pipeline_context and not session.config.summary_in_background and following:
+                # pipecat summarizes off the turn; measured inline, the next line waits for it as for our passes
+                # (after the last line nothing can use it: the call's end cancels it).
+                try:
+                    await asyncio.wait_for(call.summary_settled(), turn_timeout)
+                except TimeoutError as exc:
+                    raise TurnTimeout(f"turn {line.turn}: pipecat's summary not done within {turn_timeout:.0f} s") \
+                        from exc
         await worker.queue_frame(EndFrame())
         await asyncio.wait_for(running, turn_timeout)
     finally:

@@ -55,7 +55,7 @@ class ExtractiveSummarizer:
         return " ".join(words[: self.config.max_words]) + " ..."
 
     def _newest(self, lines: Sequence[str]) -> list[str]:
-        return [self._clip(line) for line in lines][-self.config.max_lines :]
+        return [self._clip(line) for line in lines[-self.config.max_lines :]]  # only the lines kept are clipped
 
     async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
         """Structured pass: previous summary plus the sections of the turns that left the window."""

@@ -257,7 +257,7 @@ class PassStats:
     """One pass as the summarizer saw it (for reports; no caller words).
 
     Attributes:
-        kind: ``structured`` or ``text``.
+        kind: ``structured``, ``text``, or ``pipecat`` (a pass of pipecat's own summarizer).
         prompt_tokens: Tokens read.
         completion_tokens: Tokens written.
         seconds: Wall time from the request to the reply, queueing included.
@@ -303,18 +303,20 @@ class LocalSummarizer:
                 raise LocalModelError(problem)
             self.engine = shared_engine(self.config.model, threads=self.config.threads)
 
-    async def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> Completion:
+    async def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None,
+                        max_tokens: int | None = None) -> Completion:
         engine = self.engine
         assert engine is not None  # set in __post_init__
         stop = threading.Event()
         config = self.config
+        budget = min(max_tokens, config.max_tokens) if max_tokens is not None else config.max_tokens
 
         def job() -> Completion:
             if stop.is_set():  # timed out or cancelled while queued: do not start reading the prompt
                 return Completion("", 0, 0, 0.0, "cancelled")
             _WORKER.stops.add(stop)
             try:
-                return engine.complete(messages, schema, max_tokens=config.max_tokens,
+                return engine.complete(messages, schema, max_tokens=budget,
                                        temperature=config.temperature, seed=config.seed, stop=stop)
             finally:
                 _WORKER.stops.discard(stop)
@@ -336,12 +338,12 @@ class LocalSummarizer:
                                      time.monotonic() - started, reason))
         logger.warning(f"LocalSummarizer: {kind} pass failed, keeping the previous summary ({reason})")
 
-    async def _run(self, kind: str, messages: list[dict[str, str]],
-                   schema: dict[str, Any] | None) -> tuple[Completion | None, float]:
+    async def _run(self, kind: str, messages: list[dict[str, str]], schema: dict[str, Any] | None,
+                   max_tokens: int | None = None) -> tuple[Completion | None, float]:
         started = time.monotonic()
         self.in_flight += 1
         try:
-            completion = await self._complete(messages, schema)
+            completion = await self._complete(messages, schema, max_tokens)
         except TimeoutError:
             self._failed(kind, started, f"no reply within {self.config.timeout_secs:g} s")
             return None, started
@@ -351,6 +353,10 @@ class LocalSummarizer:
         except Exception as exc:  # a model error must not end the call
             self._failed(kind, started, f"{type(exc).__name__}: {exc}")
             return None, started
+        except asyncio.CancelledError:
+            # Counted too: a caller's timeout (pipecat's own) or the call's end cancels the pass.
+            self._failed(kind, started, "cancelled")
+            raise
         finally:
             self.in_flight -= 1
         return completion, started
@@ -398,12 +404,27 @@ class LocalSummarizer:
             {"role": "user", "content": f"Previous summary:\n{previous or '(none yet)'}\n\n"
              f"Conversation history:\n{_transcript(turns)}"},
         ]
-        completion, started = await self._run("text", messages, None)
+        return await self.generate_text("text", messages) or previous
+
+    async def generate_text(self, kind: str, messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+        """One free-text pass over ``messages`` (chat format), counted in :attr:`passes` as ``kind``.
+
+        pipecat's own summarizer calls it through :class:`~voice_agent.services.local_llm.LocalModelLLM`.
+
+        Args:
+            kind: Names the pass in :attr:`passes` (``text``, ``pipecat``).
+            messages: System and user messages.
+            max_tokens: Output budget, at most ``config.max_tokens``; None: ``config.max_tokens``.
+
+        Returns:
+            The reply, stripped; "" when the pass failed, timed out or came back empty (counted in :attr:`failures`).
+        """
+        completion, started = await self._run(kind, messages, None, max_tokens)
         if completion is None:
-            return previous
+            return ""
         if completion.stopped or not completion.text.strip():
-            self._failed("text", started, f"generation {completion.stopped or 'empty'}", completion)
-            return previous
-        self.passes.append(PassStats("text", completion.prompt_tokens, completion.completion_tokens,
+            self._failed(kind, started, f"generation {completion.stopped or 'empty'}", completion)
+            return ""
+        self.passes.append(PassStats(kind, completion.prompt_tokens, completion.completion_tokens,
                                      time.monotonic() - started, "ok"))
         return completion.text.strip()

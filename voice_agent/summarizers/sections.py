@@ -14,18 +14,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from voice_agent.core.casefree import CaseFree
 from voice_agent.core.summary import Commitment, RejectedItem
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 
-_NEGATION = re.compile(
-    r"\b(?:not|never|no|don'?t|doesn'?t|won'?t|can'?t|cannot|rather not|instead of|anything but|except)\b", re.I
+_NEGATION = CaseFree(
+    r"\b(?:not|never|no|don'?t|doesn'?t|won'?t|can'?t|cannot|rather not|instead of|anything but|except)\b"
 )
 _REASON = re.compile(r"(?:,|;|\s-\s|\u2014)?\s*\b(?:because|since|that's|that is|it's|it is)\b\s*(.+)$", re.I)
-_REQUEST = re.compile(
-    r"\b(?:i(?:'d| would) like|i want|i need|please|could you|can you|would you|i'd prefer|i would prefer)\b", re.I
+_REQUEST = CaseFree(
+    r"\b(?:i(?:'d| would) like|i want|i need|please|could you|can you|would you|i'd prefer|i would prefer)\b"
 )
-_DONE = re.compile(r"\b(?:i've|i have|we've|we have|has been|have been|is now|are now|done)\b", re.I)
-_PROMISE = re.compile(r"\b(?:i'll|i will|we'll|we will|you'll|you will|someone will|expect)\b", re.I)
+_DONE = CaseFree(r"\b(?:i've|i have|we've|we have|has been|have been|is now|are now|done)\b")
+_PROMISE = CaseFree(r"\b(?:i'll|i will|we'll|we will|you'll|you will|someone will|expect)\b")
 _SMALL_TALK_WORDS = 4
 """Caller lines this short ("Okay.", "Thanks, bye") carry no fact worth a summary line, unless they hold a number."""
 
@@ -39,7 +40,7 @@ def sentences(text: str) -> list[str]:
 
 def _rejected(sentence: str) -> RejectedItem | None:
     """A sentence ruling something out, split into what and why; None when it rules nothing out."""
-    if not _NEGATION.search(sentence):
+    if not _NEGATION.found(sentence):
         return None
     reason = _REASON.search(sentence)
     if reason is not None and reason.start() > 0:
@@ -77,15 +78,15 @@ def classify(entries: Sequence[TranscriptEntry]) -> Sections:
                 rejected = _rejected(sentence)
                 if rejected is not None:
                     out.rejected.append(rejected)
-                elif _REQUEST.search(sentence):
+                elif _REQUEST.found(sentence):
                     out.pending.append(f"turn {entry.turn}: caller asked: {sentence}")
                 elif len(sentence.split()) > _SMALL_TALK_WORDS or any(c.isdigit() for c in sentence):
                     out.established.append(f"turn {entry.turn}: caller said: {sentence}")
         elif entry.kind is EntryKind.AGENT and entry.text:
             for sentence in sentences(entry.text):
-                if _PROMISE.search(sentence):
+                if _PROMISE.found(sentence):
                     out.commitments.append(Commitment(text=sentence, turn=entry.turn))
-                elif _DONE.search(sentence):
+                elif _DONE.found(sentence):
                     out.decided.append(f"turn {entry.turn}: agent: {sentence}")
         elif entry.kind is EntryKind.TOOL_RESULT and entry.outcome is ToolOutcome.COMPLETED and entry.tool_name:
             out.decided.append(f"turn {entry.turn}: {entry.tool_name} completed")

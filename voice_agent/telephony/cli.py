@@ -14,14 +14,20 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack, SttKind, TtsKind, agent_ears, caller_voice
 
+if TYPE_CHECKING:
+    from voice_agent.telephony.workers import WorkerSlot
+
 _STACK_HELP = "Audio stack: default (Whisper + Piper), light (pocketsphinx + espeak-ng) or fake (no models)."
+_INTERIMS_HELP = ("Default stack: interim transcripts from partial Whisper decodes while the caller speaks, for "
+                  "speculative retrieval (about 0.5 s of CPU per partial, at pauses and every 1.5 s); off: "
+                  "every retrieval at the final.")
 
 
 def _fail(command: str, message: str, code: int = 2) -> None:
@@ -71,21 +77,66 @@ def serve_command(
                                  "caller lines (name or YAML path).")
     ] = None,
     fleet_max_calls: Annotated[
-        int, typer.Option("--fleet-max-calls", help="With the redis store: calls the whole fleet of workers takes "
-                          "at once (0: only each worker's --max-calls).")
+        int, typer.Option("--fleet-max-calls", help="With the redis store or --workers: calls the whole fleet of "
+                          "workers takes at once (0: only each worker's --max-calls).")
     ] = 0,
     hand_over: Annotated[
         bool | None, typer.Option("--hand-over/--no-hand-over", help="On SIGTERM, save active calls and send "
                                   "them back through the provider to another worker of the same store "
                                   "(default: on with the redis store, off otherwise: a lone worker lets its "
-                                  "calls finish).")
+                                  "calls finish; always off with --workers, whose workers drain together).")
     ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Worker processes on one port (one socket the supervisor binds and "
+                          "they inherit; each takes --max-calls calls). One process uses one core at most.")
+    ] = 1,
+    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=_INTERIMS_HELP)] = True,
 ) -> None:
     """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call.
 
     With a call store (the ``store`` settings: SQLite by default, Redis for several workers) every call's
     state is saved after each turn; a call whose stream ends without a hang-up resumes where it was.
+    With ``--workers N`` a supervisor forks N bridges on the same port; they share stream tokens and the
+    fleet-wide cap through the Redis fleet (``redis`` store) or a local fleet file (any other store).
     """
+    if workers < 1:
+        _fail("serve", f"--workers must be at least 1, got {workers}")
+    if workers > 1 and port == 0:
+        _fail("serve", "--workers needs a fixed --port (every worker binds the same one)")
+    if workers == 1:
+        _serve_worker(host, port, provider, public_url, production, max_calls, stack, transcripts, retention_days,
+                      drain_timeout, knowledge, script, fleet_max_calls, hand_over, interims=interims)
+        return
+    from voice_agent.telephony.server import ConfigError, ServerConfig, listen
+    from voice_agent.telephony.workers import run_workers
+
+    try:
+        # Bound once here, without SO_REUSEPORT: a port in use is refused now, and the workers inherit it.
+        sock = listen(ServerConfig(host=host, port=port))
+    except ConfigError as exc:
+        _fail("serve", str(exc))
+        return
+
+    def worker(slot: WorkerSlot) -> None:
+        try:
+            _serve_worker(host, port, provider, public_url, production, max_calls, stack, transcripts,
+                          retention_days, drain_timeout, knowledge, script, fleet_max_calls, hand_over,
+                          worker=slot, interims=interims)
+        except typer.Exit as exc:
+            raise SystemExit(exc.exit_code) from None
+
+    print(f"voice-agent serve: {workers} workers on {host}:{port}", file=sys.stderr)
+    code = run_workers(workers, sock, worker)
+    if code:
+        raise typer.Exit(code)
+
+
+def _serve_worker(
+    host: str, port: int, provider: str, public_url: str | None, production: bool, max_calls: int, stack: str,
+    transcripts: Path | None, retention_days: float, drain_timeout: float, knowledge: bool, script: str | None,
+    fleet_max_calls: int, hand_over: bool | None, *, worker: WorkerSlot | None = None, interims: bool = True,
+) -> None:
+    """One bridge process (``serve``'s body); a worker of ``--workers`` has its slot (index, fleet file, socket)."""
     from voice_agent.call_factory import call_factory, call_store
     from voice_agent.settings import SettingsError, load_settings
     from voice_agent.store.base import StoreError
@@ -93,6 +144,7 @@ def serve_command(
     from voice_agent.telephony.fleet import fleet_for
     from voice_agent.telephony.providers import HangupCredentials, Provider
     from voice_agent.telephony.server import ConfigError, ServerConfig, serve
+    from voice_agent.telephony.workers import serve_reporting
 
     try:
         chosen = Provider(provider)
@@ -106,7 +158,7 @@ def serve_command(
     except SettingsError as exc:
         _fail("serve", str(exc))
         return
-    audio_stack = _stack("serve", stack)
+    audio_stack = _stack("serve", stack).with_interims(interims)
     if script is not None:
         from voice_agent.scenarios import load_scenario
 
@@ -123,7 +175,16 @@ def serve_command(
         return
     if fleet_max_calls < 0:
         _fail("serve", "--fleet-max-calls must be 0 or more")
-    fleet = fleet_for(settings.store.backend, settings.store.url, f"{socket.gethostname()}:{port}", fleet_max_calls)
+    name = f"{socket.gethostname()}:{port}" + (f"/{worker.index}" if worker is not None else "")
+    fleet = fleet_for(settings.store.backend, settings.store.url, name, fleet_max_calls)
+    if worker is not None:
+        if fleet is None:
+            from voice_agent.telephony.local_fleet import LocalFleet
+
+            fleet = LocalFleet(worker.fleet_path, name, max_calls=fleet_max_calls)
+        # The workers of one supervisor drain together, whatever the fleet: handed over, a call would only go
+        # to a sibling that is draining too, and on to the next, until it is dropped.
+        hand_over = False if hand_over is None else hand_over
     config = ServerConfig(
         host=host, port=port, provider=chosen, public_url=public_url,
         production=production or os.environ.get("VOICE_AGENT_PRODUCTION") == "1",
@@ -134,7 +195,9 @@ def serve_command(
     )
     try:
         config.validate()
-        asyncio.run(serve(config, call_factory(settings)))
+        factory = call_factory(settings)
+        sock = worker.sock if worker is not None else None
+        asyncio.run(serve_reporting(lambda ready: serve(config, factory, ready=ready, sock=sock), worker))
     except (ConfigError, AudioModelError) as exc:
         _fail("serve", str(exc))
     except OSError as exc:
@@ -291,15 +354,20 @@ async def run_audio_simulation(
     ears: str = "whisper",
     speed: float = 1.0,
     out: Path | None = None,
+    interims: bool = True,
 ) -> dict[str, Any]:
     """Plays a scenario through the telephony bridge on loopback with real audio both ways.
 
     The bridge runs in this process on a free port with the lanes policy and the reference
     agent; the Twilio emulator dials it, speaks the caller lines and transcribes the replies.
 
+    Args:
+        interims: The stack's interim transcripts (off: every retrieval on the critical path).
+
     Returns:
         A JSON-ready report: per-turn caller line, recognised text, agent reply as heard and
-        latency, the tool calls executed, the scenario's facts present, and the backend's effects.
+        latency, the tool calls executed, the scenario's facts present, the backend's effects, and the
+        served call's retrieval (hit rate, critical-path time, searches per turn; None without knowledge).
 
     Raises:
         FileNotFoundError, ValueError: Unknown scenario or stack.
@@ -308,12 +376,13 @@ async def run_audio_simulation(
     from voice_agent.call_factory import call_factory
     from voice_agent.scenarios import load_scenario
     from voice_agent.settings import load_settings, with_overrides
+    from voice_agent.simulation.report import retrieval_summary
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
     from voice_agent.telephony.server import ServerConfig, running_bridge
 
     record = load_scenario(scenario)
     lines = [t.text for t in record.turns if t.speaker == "caller"]
-    audio_stack = AudioStack.named(stack).with_script(lines)
+    audio_stack = AudioStack.named(stack).with_script(lines).with_interims(interims)
     settings = with_overrides(load_settings(), policy={"keep": keep, "every": every},
                               call={"reference_date": record.reference_date or dt.date.today()})
     factory = call_factory(settings)
@@ -334,9 +403,11 @@ async def run_audio_simulation(
             "turn": index + 1, "caller_line": turn.text, "recognised": server_turn.get("caller", ""),
             "agent_heard": turn.agent_text, "agent_said": server_turn.get("agent", ""),
             "latency_ms": turn.latency_ms, "executed": server_turn.get("executed", []),
+            "retrieval": server_turn.get("retrieval") or {},
         })
     return {
         "scenario": record.id, "stack": stack, "keep": keep, "every": every, "status": result.status,
+        "interims": audio_stack.interims, "retrieval": retrieval_summary([t["retrieval"] for t in turns]),
         "turns": turns, "transcript": call.transcript if call else [],
         "effects": {
             "credits": list(getattr(backend, "credits", [])), "disputes": list(getattr(backend, "disputes", [])),
@@ -356,6 +427,15 @@ def print_audio_simulation(report: dict[str, Any]) -> None:
         print(f"    recognised: {turn['recognised']}")
         tools = f"  tools: {', '.join(turn['executed'])}" if turn["executed"] else ""
         print(f"    agent ({latency}): {turn['agent_heard'] or turn['agent_said']}{tools}")
+    retrieval = report.get("retrieval")
+    if retrieval:
+        rate = retrieval["hit_rate"]
+        hit = "-" if rate is None else f"{rate * 100:.0f} % of {retrieval['turns_with_chunks']} turns with chunks"
+        print(f"\nretrieval ({'interims on' if report.get('interims', True) else 'interims off'}): "
+              f"speculative hit rate {hit}; critical path p50 {retrieval['critical_path_ms']['p50']:.1f} ms, "
+              f"p95 {retrieval['critical_path_ms']['p95']:.1f} ms; {retrieval['interims_per_turn']:.1f} interims "
+              f"and {retrieval['searches_per_turn']:.2f} searches per turn (budget {retrieval['search_budget']:g}"
+              f"{', OVER' if retrieval['over_budget'] else ''})")
     effects = report["effects"]
     print(f"\neffects: {len(effects['credits'])} credit(s), {len(effects['disputes'])} dispute(s), "
           f"{len(effects['callbacks'])} callback(s), {effects['transfers']} transfer(s)")
@@ -372,11 +452,12 @@ def simulate_audio_command(
     stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
     speed: Annotated[float, typer.Option("--speed", help="Media pacing relative to real time.")] = 1.0,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=_INTERIMS_HELP)] = True,
 ) -> None:
     """The audio modality of ``simulate``: one call over the telephony bridge with real audio both ways."""
     try:
         report = asyncio.run(run_audio_simulation(scenario, keep=keep, every=every, stack=stack, speed=speed,
-                                                  out=Path("calls")))
+                                                  out=Path("calls"), interims=interims))
     except (FileNotFoundError, ValueError, AudioModelError) as exc:
         _fail("simulate", str(exc))
         return

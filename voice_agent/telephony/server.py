@@ -58,9 +58,10 @@ from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import CallFactory, CallParts
 from voice_agent.core.resume import resume_line
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
-from voice_agent.recording.observer import RecorderObserver
 from voice_agent.recording.record import CallRecorder
+from voice_agent.recording.tap import RecorderTap
 from voice_agent.retrieval.index import shared_index
+from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.session import CallSession
 from voice_agent.store.base import CallStore
 from voice_agent.telephony.bridge import (
@@ -576,7 +577,7 @@ class VoiceBridge:
         if self.config.fleet is not None:
             try:
                 body["fleet"] = {"busy": await self.config.fleet.busy(), "calls": await self.config.fleet.calls()}
-            except RedisError as exc:
+            except (RedisError, FleetUnavailable) as exc:
                 body["fleet"] = {"error": str(exc)}
         return JSONResponse(body)
 
@@ -949,16 +950,20 @@ class VoiceBridge:
             session, llm,
             before_user=[
                 transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes, name="spoken-ids"),
-                # Whisper gives no interims: retrieval then simply runs at the final transcript.
-                *([SpeculativeRetrieval(session, shared_index(), name="retrieval")] if self.config.knowledge else []),
+                # Speculation runs on the stack's interims (Whisper's partial decodes, pocketsphinx's hypotheses),
+                # budgeted to new content words; with none (--no-interims) every retrieval is at the final.
+                *([SpeculativeRetrieval(session, shared_index(), BUDGETED_SPECULATION, name="retrieval")]
+                  if self.config.knowledge else []),
             ],
             tts=[audio.tts, transport.output()],
             user_turn_strategies=audio.turn_strategies, user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
         )
-        # The operator's per-turn record (latency, tools run, what was heard), observed from outside the call.
+        # The operator's per-turn record (latency, tools run, what was heard), fed from outside the call by event
+        # handlers of the LLM and the output guard: an observer would cost every frame of every processor.
         recorder = CallRecorder(session)
         live.recorder = recorder
-        observers: list[Any] = [RecorderObserver(recorder, call.llm, call.output_guard)]
+        tap = RecorderTap(recorder, call.llm, call.output_guard)
+        observers: list[Any] = []
         journal = live.journal
         if journal is not None:
             # The record file follows the transcript lane as it grows, and is forced to disk per turn.
@@ -988,6 +993,7 @@ class VoiceBridge:
             observers=observers,
         )
         worker.add_event_handler("on_idle_timeout", on_idle)
+        tap.attach(worker)
         live.worker = worker
         return worker
 
@@ -1004,7 +1010,8 @@ class VoiceBridge:
             recorder.close_turn()
             record.turns = [
                 {"turn": t.turn, "caller": t.caller, "agent": " ".join(t.agent), "executed": list(t.executed),
-                 "first_response_ms": t.first_response_ms, "interrupted": t.interrupted, "errors": list(t.errors)}
+                 "first_response_ms": t.first_response_ms, "interrupted": t.interrupted, "errors": list(t.errors),
+                 "retrieval": dict(t.retrieval)}
                 for t in recorder.turns
             ]
         record.session = None
@@ -1151,7 +1158,11 @@ async def _close(websocket: WebSocket, code: int, reason: str) -> None:
 
 
 def bind_socket(host: str, port: int, send_buffer: int | None = None) -> socket.socket:
-    """A listening TCP socket; accepted sockets inherit ``send_buffer`` (SO_SNDBUF) on Linux."""
+    """A listening TCP socket; accepted sockets inherit ``send_buffer`` (SO_SNDBUF) on Linux.
+
+    Never ``SO_REUSEPORT``: a port another process listens on is refused, and no later process can take
+    a share of this one's connections (``serve --workers`` forks its workers onto this one socket).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -1229,8 +1240,16 @@ def listen(config: ServerConfig) -> socket.socket:
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {why}{hint}") from None
 
 
-async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: asyncio.Event | None = None) -> None:
+async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: asyncio.Event | None = None,
+                sock: socket.socket | None = None) -> None:
     """Runs the bridge until SIGTERM/SIGINT has drained it.
+
+    Args:
+        config: The bridge's settings.
+        call_factory: Builds each call's parts.
+        ready: Set once warmed up, as the bridge starts accepting.
+        sock: A listening socket to accept on once warmed up (a ``serve --workers`` worker inherits its
+            supervisor's); None: bind ``config``'s address now.
 
     Raises:
         ConfigError: Bad configuration.
@@ -1242,7 +1261,8 @@ async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: async
             ensure_record_dir(Path(config.transcript_dir))
         except OSError as exc:
             raise ConfigError(f"--transcripts {config.transcript_dir}: {exc.strerror or exc}") from None
-    sock = listen(config)  # a port in use fails now, before anything else starts or the models load
+    if sock is None:
+        sock = listen(config)  # a port in use fails now, before anything else starts or the models load
     try:
         bridge = VoiceBridge(config, call_factory)
         await asyncio.to_thread(bridge.warm_up)

@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from dateutil.relativedelta import relativedelta
 
+from voice_agent.core.casefree import CaseFree
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
 from voice_agent.core.dates.resolve import (
     day_of_month,
@@ -134,10 +135,9 @@ _CONJUNCTION = re.compile(
 )
 _COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|and\sthe|or\sthe)?$")
 # Every expression holds a digit or one of these; text without any is skipped cheaply.
-_HINT = re.compile(
+_HINT = CaseFree(
     r"\d|day|week|weak|month|fortnight|tonight|tomorrow|first|second|third|forth|th\b|jan|feb|mar|apr|may|jun|jul|aug|sep"
-    r"|oct|nov|dec|tues|weds|thurs",
-    re.IGNORECASE,
+    r"|oct|nov|dec|tues|weds|thurs"
 )
 _YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
 _RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
@@ -418,11 +418,27 @@ _FINDERS: tuple[_Finder, ...] = (
 )
 
 
+# What a finder's every match holds, so a finder is not run over text without it: a month name or a weekday
+# name at the start of a word, or the word "week". Most utterances name no month and no weekday.
+_MONTH_NAME = re.compile(rf"\b(?:{_MON})")
+_WEEKDAY_NAME = re.compile(rf"\b(?:{_WD})|\bweekends\b")
+_NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
+    _P_RANGE_MD: ("month",), _P_RANGE_DM: ("month",), _P_ABS_DM: ("month",), _P_ABS_MD: ("month",),
+    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
+    _P_WD_WEEK: ("weekday", "week"), _P_WEEK_WD: ("weekday", "week"), _P_WEEKDAY: ("weekday",),
+}
+
+
 def _find_expressions(ctx: _Context) -> list[_Expr]:
     """All expressions, longest first where they overlap (finder order breaks ties)."""
     found: list[tuple[int, int, int, _Expr]] = []
+    text = ctx.norm.text
+    held = {"month": bool(_MONTH_NAME.search(text)), "weekday": bool(_WEEKDAY_NAME.search(text)),
+            "week": "week" in text}
     for rank, (pattern, build) in enumerate(_FINDERS):
-        for m in pattern.finditer(ctx.norm.text):
+        if not all(held[need] for need in _NEEDS.get(pattern, ())):
+            continue  # it cannot match here
+        for m in pattern.finditer(text):
             expr = build(ctx, m)
             if expr is not None:
                 found.append((expr.start, -(expr.end - expr.start), rank, expr))
@@ -643,7 +659,7 @@ def _pair_ranges(norm: Normalised, exprs: list[_Expr], clause_of: Callable[[int]
 
 @lru_cache(maxsize=8192)
 def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
-    if not _HINT.search(text):
+    if not _HINT.found(text):
         return ()  # most utterances name no date: skip the rule layer
     norm = normalise(text)
     clauses, sentences = _boundaries(norm)
@@ -751,6 +767,7 @@ def clear_cache() -> None:
     """Drops cached extractions (for benchmarks of the cold path)."""
     _extract.cache_clear()
     weekdays_allowed.cache_clear()
+    relative_month.cache_clear()
 
 
 _WEEKDAYS_OK = re.compile(

@@ -162,8 +162,12 @@ def month_span(month: int, reference: date, past: bool, part: str | None = None)
     return date(year, month, lo), date(year, month, hi)
 
 
+@lru_cache(maxsize=1024)
 def relative_month(offset: int, reference: date) -> tuple[date, date]:
-    """This (0), next (1) or last (-1) calendar month; "this month" starts at ``reference``."""
+    """This (0), next (1) or last (-1) calendar month; "this month" starts at ``reference``.
+
+    Cached: a call has one reference day, and ``relativedelta`` arithmetic costs tens of µs a time.
+    """
     first = reference.replace(day=1) + relativedelta(months=offset)
     last = first + relativedelta(months=1) - timedelta(days=1)
     return (reference if offset == 0 else first), last

@@ -10,6 +10,8 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from voice_agent.core.casefree import CaseFree
+
 ID_TOKEN = "#id"
 """Norm of a masked identifier: never read as a date."""
 
@@ -45,7 +47,7 @@ _ID_CUE = (
 )
 _ID_FILLER = r"(?:\s+(?:number|no\.|is|was|ending|ends|in|with|of|it's|its|are|code|id|ref|reference))*"
 # A digit run named by an identifier cue ("card ending 1214", "account number is 4729 18").
-_ID_AFTER_CUE = re.compile(rf"\b{_ID_CUE}{_ID_FILLER}[\s:#]*(\d+(?:[\s.\-/]+\d+)*)\b", re.IGNORECASE)
+_ID_AFTER_CUE = CaseFree(rf"\b{_ID_CUE}{_ID_FILLER}[\s:#]*(\d+(?:[\s.\-/]+\d+)*)\b")
 # Three or more digit groups in a row are a phone/account/order number, never a date.
 _DIGIT_GROUPS = re.compile(r"(?<![\w])\d+(?:[ \t.\-/]+\d+){2,}(?![\w])")
 # A word with a digit plus letters or internal separators: INV-2026-1114, 12/14, AB12CD, 3pm.
@@ -94,7 +96,7 @@ class Normalised:
 
 
 def _mask_spans(text: str) -> list[tuple[int, int]]:
-    spans = [m.span(1) for m in _ID_AFTER_CUE.finditer(text)]
+    spans = _ID_AFTER_CUE.spans(text, 1)
     spans += [m.span() for m in _DIGIT_GROUPS.finditer(text)]
     spans += [m.span() for m in _HASH_NUMBER.finditer(text)]
     for m in _MIXED.finditer(text):
@@ -159,7 +161,7 @@ def _join_numbers(raw: list[Token]) -> list[Token]:
             out.append(Token(f"{_ORDINALS[tok.norm]}th", tok.start, tok.end))
         elif tok.norm in _CARDINALS:
             out.append(Token(f"~{_CARDINALS[tok.norm]}", tok.start, tok.end))
-        elif [t.norm for t in raw[i : i + 3]] == ["a", "couple", "of"]:
+        elif tok.norm == "a" and [t.norm for t in raw[i : i + 3]] == ["a", "couple", "of"]:
             out.append(Token("~2", tok.start, raw[i + 2].end))
             i += 2
         else:
@@ -186,7 +188,7 @@ def _settle_cardinals(toks: list[Token]) -> list[Token]:
             norm = norm[1:] if near else "#num"
         elif norm in ("a", "an") and i + 1 < len(toks) and toks[i + 1].norm in UNITS:
             norm = "1"
-        out.append(Token(norm, tok.start, tok.end))
+        out.append(tok if norm == tok.norm else Token(norm, tok.start, tok.end))
     return out
 
 

@@ -8,7 +8,7 @@ cached per transcript entry, so a re-read does no repeated work.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from enum import StrEnum
@@ -269,8 +269,24 @@ class DateGuard:
         read.advance(new[-1], asked)
         return read.said
 
+    def read_ahead(self, transcript: TranscriptLane) -> None:
+        """Reads now what was appended since the last read, so the next check or context build need not.
+
+        For the agent's reply as it is recorded: the caller is listening then, nobody is waiting on it.
+        """
+        self._read_shared(transcript)
+
     def constraints(self, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
         """Every binding constraint the caller stated, as ``(turn, constraint)``, oldest first."""
+        return list(self.caller_constraints(transcript))
+
+    def caller_constraints(self, transcript: TranscriptLane) -> Sequence[tuple[int, DateConstraint]]:
+        """:meth:`constraints` without the copy: the guard's own list, for readers that keep up with it.
+
+        The list is appended to as the lane grows and replaced by a new one when the lane is read from the
+        start (another lane, another binding), so a reader that remembers the list and how far it read need
+        only look at what follows. Never change it.
+        """
         said = self._read_shared(transcript)
         generation, done, found = self._caller_constraints.get(self.binding, (-1, 0, []))
         if generation != self._lane_read.generation:
@@ -283,7 +299,7 @@ class DateGuard:
             if self.binding.admits(c)
         )
         self._caller_constraints[self.binding] = (self._lane_read.generation, len(said), found)
-        return list(found)
+        return found
 
     def _statements(self, said: list[_Said], binding: DateBinding) -> list[_Statement]:
         """Dates the caller named, plus agent proposals the caller's next utterance agreed to."""

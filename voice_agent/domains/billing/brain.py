@@ -28,6 +28,7 @@ from voice_agent.core.dates import (
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.guards.date_guard import is_affirmation
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
+from voice_agent.policies.pipecat_builtin import SUMMARY_PREFIX, is_pipecat_summary
 
 # --- identifier patterns (spoken forms with spaces are normalised to the written form) --------------------------------
 
@@ -263,6 +264,9 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
             else:
                 # Any other system text is summary: a rolling-summary policy may word it freely.
                 ctx.summary += text + "\n"
+        elif is_pipecat_summary(role, text):
+            # pipecat's summarizer puts its summary in a user message: it is summary, not the caller's words.
+            ctx.summary += text[len(SUMMARY_PREFIX):] + "\n"
         elif role == "user":
             ctx.user_texts.append(text)
         elif role == "assistant":

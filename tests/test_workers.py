@@ -1,0 +1,336 @@
+"""``serve --workers``: workers on one port share stream tokens and the call cap through the local fleet file."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from voice_agent.audio.stack import AudioStack, caller_voice
+from voice_agent.call_factory import call_factory
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.fleet import FleetReservation, FleetUnavailable
+from voice_agent.telephony.local_fleet import LocalFleet
+from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
+
+from .test_telephony_cli import APP, ROOT, free_port
+
+LINES = ["Hi, is this the billing line?"]
+CALLS_TOKEN = "t" * 24
+
+
+@asynccontextmanager
+async def worker(path: Path, name: str) -> AsyncIterator[tuple[VoiceBridge, str]]:
+    config = ServerConfig(port=0, stack=AudioStack.named("fake").with_script(LINES), idle_timeout_secs=None,
+                          knowledge=False, fleet=LocalFleet(path, name), hand_over=False)
+    settings = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
+    async with running_bridge(config, call_factory(settings)) as running:
+        yield running
+
+
+def caller(token: str | None = None, sid: str | None = None) -> TwilioCallerEmulator:
+    emulator = TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(speed=8.0, silence_secs=0.2,
+                                                                               ws_token=token))
+    if sid is not None:
+        emulator.call_sid = sid
+    return emulator
+
+
+async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_once(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    async with worker(path, "a") as (bridge_a, url_a), worker(path, "b") as (bridge_b, url_b):
+        emulator = caller()
+        plan = await request_twiml(f"{url_a}/voice", emulator.config, emulator.call_sid)
+        token = plan.parameters["token"]
+        emulator.config.ws_token = token
+        result = await emulator.dial(url_b.replace("http://", "ws://") + "/ws", LINES)
+        assert result.status == "completed" and result.turns[0].latency_ms is not None, result.render()
+        assert [r.call_id for r in bridge_b.registry.all() if r.started] == [plan.parameters["call_id"]]
+        assert not [r for r in bridge_a.registry.all() if r.started]
+        again = await caller(token, emulator.call_sid).dial(url_a.replace("http://", "ws://") + "/ws", LINES)
+        assert again.status == "closed" and again.close_code == 1008
+        fleet = bridge_a.config.fleet
+        assert fleet is not None
+        assert (await fleet.calls())[plan.parameters["call_id"]]["worker"] == "b"
+        assert await fleet.busy() == 0
+
+
+async def test_the_local_fleet_cap_counts_every_worker_and_a_lapsed_hold_frees_its_slot(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    one, other = LocalFleet(path, "a", max_calls=1, lease_secs=0.2), LocalFleet(path, "b", max_calls=1)
+    assert await one.reserve(FleetReservation("call-1", "twilio", "CA1", 1), "tok-1", ttl_secs=10)
+    assert not await other.reserve(FleetReservation("call-2", "twilio", "CA2", 1), "tok-2", ttl_secs=10)
+    assert await other.claim("tok-2") is None
+    claimed = await other.claim("tok-1")
+    assert claimed is not None and claimed.call_id == "call-1" and await one.claim("tok-1") is None
+    await one.hold(["call-1"])  # a 0.2 s lease: the worker holding it stops renewing (killed)
+    await asyncio.sleep(0.3)
+    assert await other.reserve(FleetReservation("call-2", "twilio", "CA2", 1), "tok-2", ttl_secs=10)
+    await one.close()
+    await other.close()
+
+
+def test_serve_with_two_workers_answers_calls_from_both_on_one_port_and_a_hang_up_drains_them(
+        tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+           "VOICE_AGENT_STORE__BACKEND": "none", "VOICE_AGENT_CALLS_TOKEN": CALLS_TOKEN}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", APP, "serve", "--port", str(port), "--stack", "fake", "--workers", "2",
+             "--no-knowledge", "--script", "bridge_smoke", "--max-calls", "8", "--drain-timeout", "5"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    try:
+        wait_for(log, "ready (2/2)", proc)
+        assert listeners(proc.pid, port) == 2  # the supervisor's own copy of the socket is closed
+        workers: set[str] = set()
+        for _ in range(3):  # the kernel picks a worker per connection: 8 calls miss one worker 1 time in 128
+            results = asyncio.run(calls(f"http://127.0.0.1:{port}/voice", 8))
+            assert all(r.status == "completed" and r.turns[0].latency_ms is not None for r in results)
+            workers |= {entry["worker"] for entry in fleet_calls(port).values()}
+            if len(workers) == 2:
+                break
+        assert {w.rsplit("/", 1)[1] for w in workers} == {"0", "1"}
+        children = psutil.Process(proc.pid).children()
+        proc.send_signal(signal.SIGHUP)  # a closed terminal: forwarded, the workers drain as on SIGTERM
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        kill_tree(proc)
+
+
+def test_a_second_serve_on_a_port_shared_with_reuse_port_is_refused_before_forking() -> None:
+    from typer.testing import CliRunner
+
+    from .test_telephony_cli import make_app
+
+    # A leftover worker of another group (SO_REUSEPORT): without a plain bind first, new workers would join it
+    # and the kernel would split calls between two groups with two fleet files.
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        port = other.getsockname()[1]
+        result = CliRunner().invoke(make_app(), ["serve", "--workers", "2", "--port", str(port), "--stack", "fake"])
+    assert result.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in result.output, result.output
+    assert "another process is listening there" in result.output
+
+
+SUPERVISOR = """
+import os, signal, socket, sys, time
+from voice_agent.telephony.workers import run_workers
+mode = sys.argv[1]
+sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(8)
+def worker(slot):
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    slot.ready()
+    print(f"pid {os.getpid()}", flush=True)
+    if mode == "die" and slot.index == 0:
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:
+        time.sleep(0.05)
+sys.exit(run_workers(2, sock, worker))
+"""
+
+
+def supervisor(mode: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-c", SUPERVISOR, mode], cwd=ROOT, stdout=out, stderr=out,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def worker_pids(log: Path, proc: subprocess.Popen[bytes]) -> list[int]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pids = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("pid ")]
+        if len(pids) == 2:
+            return pids
+        assert proc.poll() is None or len(pids) == 2, log.read_text()
+        time.sleep(0.05)
+    raise AssertionError(log.read_text())
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    proc = supervisor("wait", log)
+    try:
+        pids = worker_pids(log, proc)
+        wait_for(log, "ready (2/2)", proc)
+        proc.kill()  # SIGKILL: no handler runs, nothing is forwarded
+        proc.wait(timeout=5)
+        _gone, alive = psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=10)
+        assert not alive, f"workers outlived the supervisor: {alive}"
+    finally:
+        kill_tree(proc)
+
+
+def test_a_worker_that_dies_stops_the_others_and_the_supervisor_exits_128_plus_its_signal(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    proc = supervisor("die", log)
+    try:
+        pids = worker_pids(log, proc)
+        assert proc.wait(timeout=20) == 128 + signal.SIGKILL, log.read_text()
+        out = log.read_text()
+        assert f"worker-0 (pid {pids[0]}) killed by SIGKILL; stopping the other workers" in out
+        assert not psutil.pid_exists(pids[1]) or psutil.Process(pids[1]).status() == psutil.STATUS_ZOMBIE
+    finally:
+        kill_tree(proc)
+
+
+def test_exit_status_maps_a_death_by_signal_to_128_plus_the_signal() -> None:
+    from voice_agent.telephony.workers import exit_status
+
+    assert exit_status(-9) == 137 and exit_status(-15) == 143 and exit_status(0) == 0 and exit_status(2) == 2
+    assert exit_status(None) == 1
+
+
+def wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        assert proc.poll() is None, f"exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}"
+        time.sleep(0.1)
+    raise AssertionError(f"no {text!r} in: {log.read_text(errors='replace')[-2000:]}")
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Kills the supervisor and every worker by PID (a worker left behind would keep the port)."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.Error:
+        tree = []
+    for each in tree:
+        with contextlib.suppress(psutil.Error):
+            each.kill()
+    psutil.wait_procs(tree, timeout=5)
+    if proc.poll() is None:
+        proc.wait(timeout=5)
+
+
+def listeners(pid: int, port: int) -> int:
+    """Sockets listening on ``port`` in the supervisor's worker processes."""
+    count = 0
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            count += sum(1 for c in child.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port)
+        except psutil.Error:
+            continue
+    return count
+
+
+async def calls(url: str, count: int) -> list[CallResult]:
+    return list(await asyncio.gather(*(caller().dial(url, LINES) for _ in range(count))))
+
+
+def fleet_calls(port: int) -> dict[str, dict[str, str]]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/calls",
+                                     headers={"Authorization": f"Bearer {CALLS_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        body = json.loads(reply.read())
+    return dict(body["fleet"]["calls"])
+
+
+def test_workers_need_a_fixed_port() -> None:
+    from typer.testing import CliRunner
+
+    from .test_telephony_cli import make_app
+
+    result = CliRunner().invoke(make_app(), ["serve", "--workers", "2", "--port", "0"])
+    assert result.exit_code == 2 and "fixed --port" in result.output
+    result = CliRunner().invoke(make_app(), ["serve", "--workers", "0"])
+    assert result.exit_code == 2 and "at least 1" in result.output
+
+
+def test_a_worker_of_serve_workers_does_not_hand_over_even_on_the_redis_fleet(monkeypatch, tmp_path: Path) -> None:
+    import voice_agent.telephony.fleet as fleet_module
+    import voice_agent.telephony.server as server_module
+    from voice_agent.telephony.cli import _serve_worker
+    from voice_agent.telephony.fleet import Fleet
+    from voice_agent.telephony.workers import WorkerSlot
+
+    seen: list[ServerConfig] = []
+
+    async def fake_serve(config: ServerConfig, _factory: object, **_: object) -> None:
+        seen.append(config)
+
+    redis_fleet = Fleet("redis://127.0.0.1:1/0", "w")  # never dialled: the client connects lazily
+    monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "none")
+    monkeypatch.setattr(fleet_module, "fleet_for", lambda *_a, **_k: redis_fleet)
+    monkeypatch.setattr(server_module, "serve", fake_serve)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        reader, writer = __import__("multiprocessing").Pipe(duplex=False)
+        slot = WorkerSlot(0, tmp_path / "fleet.sqlite3", sock, writer)
+        for given, expected in ((None, False), (True, True)):
+            _serve_worker("127.0.0.1", 8765, "twilio", None, False, 4, "fake", None, 0, 5, False, None, 0, given,
+                          worker=slot)
+            assert seen[-1].fleet is redis_fleet and seen[-1].hand_over is expected
+        reader.close()
+
+
+async def test_a_worker_waiting_for_another_ones_fleet_lock_keeps_its_event_loop_running(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    fleet = LocalFleet(path, "a", lock_timeout_secs=2.0)
+    other = sqlite3.connect(str(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another worker's write in progress
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    asyncio.get_running_loop().call_later(0.3, other.execute, "COMMIT")  # runs only if the loop is free
+    try:
+        assert await fleet.reserve(FleetReservation("call-1", "twilio", "CA1", 1), "tok-1", ttl_secs=10)
+    finally:
+        task.cancel()
+        other.close()
+    assert ticks >= 10, f"the event loop stood still for the lock ({ticks} ticks)"
+    await fleet.close()
+
+
+async def test_an_unreadable_local_fleet_is_fleet_unavailable_and_calls_still_answers(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    fleet = LocalFleet(path, "a", lock_timeout_secs=0.05)
+    other = sqlite3.connect(str(path), isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(FleetUnavailable):
+            await fleet.busy()
+        with pytest.raises(FleetUnavailable):
+            await fleet.calls()
+        assert not await fleet.reserve(FleetReservation("call-1", "twilio", "CA1", 1), "tok-1", ttl_secs=10)
+        config = ServerConfig(port=0, stack=AudioStack.named("fake").with_script(LINES), idle_timeout_secs=None,
+                              knowledge=False, fleet=fleet, hand_over=False, calls_token=CALLS_TOKEN)
+        settings = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
+        async with running_bridge(config, call_factory(settings)) as (_bridge, url):
+            request = urllib.request.Request(f"{url}/calls", headers={"Authorization": f"Bearer {CALLS_TOKEN}"})
+            reply = await asyncio.to_thread(urllib.request.urlopen, request, timeout=5)
+            body = json.loads(reply.read())
+        assert reply.status == 200 and "locked" in body["fleet"]["error"], body
+    finally:
+        other.close()
