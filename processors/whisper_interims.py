@@ -114,19 +114,20 @@ class WhisperInterims(FrameProcessor):
     async def _decode(self, partial: Partial, result: FinalResult) -> None:
         text: str | None = None
         try:
-            text = await asyncio.to_thread(self._decode_final, partial.audio)
+            text = await asyncio.to_thread(self._decode_final, partial.heard)
+            interim = text.strip()
+            if self._segment.finish(partial) and interim and interim != self._last_text:
+                self._last_text = interim
+                self.interims += 1
+                # Before the final that may reuse it: speculation sees the interim first, as from any recogniser.
+                await self.push_frame(InterimTranscriptionFrame(interim, "", time_now_iso8601()))
         except Exception:  # a failed partial costs only this interim; the final decodes the segment itself
             logger.exception("{}: partial decode failed", self)
+            self._segment.finish(partial)
         finally:
             self._task = None
-            news = self._segment.finish(partial)
             if not result.done():  # resolved even when cancelled: a final waiting on it then decodes itself
                 result.set_result(text)
-        interim = (text or "").strip()
-        if news and interim and interim != self._last_text:
-            self._last_text = interim
-            self.interims += 1
-            await self.push_frame(InterimTranscriptionFrame(interim, "", time_now_iso8601()))
 
     async def _cancel(self) -> None:
         task = self._task

@@ -9,6 +9,11 @@ Time: what a live lanes turn runs before its LLM request, the pipeline's context
 KNOWN FACTS, summary, recent turns, token counts) at turn 10, 100 and 1000 of one scripted call; p50/p99
 and the turn-1000 / turn-10 ratio (targets: p99 < 1 ms at turn 1000, ratio <= 1.5), with the collector on
 (the product's configuration) and, side by side, off.
+On the turn: that context stage, after the caller's interim transcript with the final's words was read
+ahead (``CallSession.read_ahead_caller``, as ``processors/caller_read_ahead.py`` does while the caller
+speaks), so the turn takes the caller's dates and spoken identifiers instead of reading them. Off the turn,
+in their own columns: that read-ahead, and ``record_agent`` (the reply's dates, read as it is heard). Side
+by side: the turn when the final differs from the interim read ahead (the caller's words read on the turn).
 
 Tokens: baselines, run side by side on the same scripted 120-turn call:
 - full history: every message ever, never compacted;
@@ -142,6 +147,16 @@ class LiveCall:
         self.context.add_message({"role": "assistant", "content": text})
         return elapsed
 
+    def caller_interim(self, n: int, variant: int = 0) -> float:
+        """The caller still speaking: the interim transcript that will be the final, read ahead; returns its seconds.
+
+        As ``CallerReadAhead`` does in the pipeline when the Whisper partial covering the segment arrives (it
+        becomes the final with the same words, ``processors.whisper_interims``).
+        """
+        t0 = time.perf_counter()
+        self.session.read_ahead_caller(live_caller_words(n, variant))
+        return time.perf_counter() - t0
+
     async def caller_turn(self, n: int, variant: int = 0) -> tuple[float, float]:
         """Turn ``n``: the caller's final words reach the LLM; returns the context stage's wall and CPU seconds."""
         self.context.add_message({"role": "user", "content": live_caller_words(n, variant)})
@@ -169,70 +184,90 @@ def new_live_call() -> LiveCall:
 async def bench_live_turn(checkpoints: tuple[int, ...] = (10, 100, 1000), samples: int = 200) -> bool:
     """Times turn N's context stage, ``samples`` times, on forks (deep copies) of one call played to turn N - 1.
 
-    Each fork hears the previous reply (new words) and then runs turn N (new words), so each sample reads
-    two new utterances and two new history messages, as a live turn does. Timed: ``ContextAssembly._assemble``
-    on the caller's words, what the pipeline runs before the LLM request (the caller messages of pipecat's
-    history, ``CallSession.sync_caller_messages`` opening the turn, ``CallSession.assemble`` building the
-    lanes). The fork and a garbage collection after it are not timed; the collector then starts the turn at a
-    random phase of its cycle, as in a live process. Side by side: the same samples with the collector off, and
-    the turn log's ``record_agent`` (when the reply has been heard, before the caller speaks), which reads the
-    reply's dates so that the caller's turn does not.
-    Returns whether both targets are met with the collector on.
+    Each fork hears the previous reply (new words), hears the caller's interim transcript and then runs turn N
+    on the final with the same words (new words), so each sample reads two new utterances and two new history
+    messages, as a live turn does. On the turn (timed): ``ContextAssembly._assemble`` on the caller's final
+    words, what the pipeline runs before the LLM request (the caller messages of pipecat's history,
+    ``CallSession.sync_caller_messages`` opening the turn and its summary pass when due, ``CallSession.assemble``
+    building the lanes). Off the turn (timed in their own columns, nobody waits on them): the turn log's
+    ``record_agent`` (when the reply has been heard, before the caller speaks), which reads the reply's dates,
+    and ``CallSession.read_ahead_caller`` at the interim (while the caller is still speaking), which reads the
+    caller's dates and spoken identifiers so that the final with the same words takes them. The fork and a
+    garbage collection after it are not timed; the collector then starts the turn at a random phase of its
+    cycle, as in a live process. Side by side: the same samples with the collector off, and with a final that
+    differs from the interim read ahead (text mode's driver, an STT whose last interim is not its final), which
+    reads the caller's words on the turn.
+    Returns whether both targets are met with the collector on and the interim read ahead.
     """
     print("Context stage of a live lanes turn: ContextAssembly._assemble (pipecat history -> "
           "sync_caller_messages -> assemble) (billing domain, "
           f"{len(LIMITS)} limits said early, summary every 5 turns), {samples} samples per turn, µs")
+    print("ON the turn (the caller waits): wall/CPU, GC off, final != interim. OFF the turn (nobody waits): "
+          "record_agent (the reply, as heard), read-ahead (the caller's interim, while they speak)")
     print("wall: what the caller waits (this machine's other load included); CPU: this thread's own time")
     print(f"{'turn':>6} {'wall p50':>9} {'wall p99':>9} {'CPU p50':>8} {'CPU p99':>8} {'tokens':>7}   "
-          f"{'GC off: wall p50 / p99':>22}   {'record_agent wall p50 / p99':>27}")
+          f"{'GC off p50 / p99':>17}   {'final!=interim p50 / p99':>24}   "
+          f"{'off: record_agent p50 / p99':>27}   {'off: read-ahead p50 / p99':>25}")
     call = new_live_call()
     rng = random.Random(15)
     played = 0
     rows: dict[int, tuple[float, float, float, float]] = {}
+    modes = ("live", "gc off", "differs")  # the product's configuration; the collector off; no read-ahead hit
     for turn in checkpoints:
         while played < turn - 1:
             played += 1
+            call.caller_interim(played)
             await call.caller_turn(played)
             call.agent_said(live_agent_words(played))
-        wall: dict[bool, list[float]] = {True: [], False: []}
+        wall: dict[str, list[float]] = {mode: [] for mode in modes}
         cpu: list[float] = []
         recorded: list[float] = []
+        ahead: list[float] = []
         tokens = 0
         for k in range(samples):
-            for gc_on in (True, False):
+            for m, mode in enumerate(modes):
+                variant = len(modes) * k + m
                 fork = call.fork()
                 await fork.warm()
-                recorded.append(fork.agent_said(live_agent_words(turn - 1, 2 * k + gc_on)) * 1e6)
+                recorded.append(fork.agent_said(live_agent_words(turn - 1, variant)) * 1e6)
+                if mode == "differs":  # the interim lacked the last words: the final is read on the turn
+                    fork.session.read_ahead_caller(live_caller_words(turn, variant).rsplit(" ", 1)[0])
+                else:
+                    ahead.append(fork.caller_interim(turn, variant) * 1e6)
                 gc.collect()  # the fork's own garbage is not the turn's
                 # A live process is somewhere in its collector's cycle when a turn starts: a random phase of
                 # the young generation's count, so a collection lands in the turn as often as it would live.
-                phase: list[list[int]] = [[] for _ in range(rng.randrange(gc.get_threshold()[0]))] if gc_on else []
-                if not gc_on:
+                phase: list[list[int]] = [[] for _ in range(rng.randrange(gc.get_threshold()[0]))]
+                if mode == "gc off":
                     gc.disable()
                 try:
-                    seconds, cpu_seconds = await fork.caller_turn(turn, 2 * k + gc_on)
+                    seconds, cpu_seconds = await fork.caller_turn(turn, variant)
                 finally:
                     gc.enable()
                     del phase
-                wall[gc_on].append(seconds * 1e6)
-                if gc_on:
+                wall[mode].append(seconds * 1e6)
+                if mode == "live":
                     cpu.append(cpu_seconds * 1e6)
                 assert fork.session.last_context is not None
                 tokens = fork.session.last_context.total_tokens
-        p50, p99 = percentile(wall[True], 0.5) or 0.0, percentile(wall[True], 0.99) or 0.0
+                hit = fork.session.date_guard.caller_ahead.hits > call.session.date_guard.caller_ahead.hits
+                assert hit == (mode != "differs"), f"turn {turn} {mode}: read-ahead taken: {hit}"
+        p50, p99 = percentile(wall["live"], 0.5) or 0.0, percentile(wall["live"], 0.99) or 0.0
         c50, c99 = percentile(cpu, 0.5) or 0.0, percentile(cpu, 0.99) or 0.0
-        o50, o99 = percentile(wall[False], 0.5) or 0.0, percentile(wall[False], 0.99) or 0.0
+        o50, o99 = percentile(wall["gc off"], 0.5) or 0.0, percentile(wall["gc off"], 0.99) or 0.0
+        d50, d99 = percentile(wall["differs"], 0.5) or 0.0, percentile(wall["differs"], 0.99) or 0.0
         r50, r99 = percentile(recorded, 0.5) or 0.0, percentile(recorded, 0.99) or 0.0
+        a50, a99 = percentile(ahead, 0.5) or 0.0, percentile(ahead, 0.99) or 0.0
         rows[turn] = (p50, p99, c50, c99)
-        print(f"{turn:>6} {p50:>9.1f} {p99:>9.1f} {c50:>8.1f} {c99:>8.1f} {tokens:>7}   {o50:>10.1f} / {o99:<9.1f}   "
-              f"{r50:>14.1f} / {r99:<10.1f}")
+        print(f"{turn:>6} {p50:>9.1f} {p99:>9.1f} {c50:>8.1f} {c99:>8.1f} {tokens:>7}   {o50:>7.1f} / {o99:<7.1f}   "
+              f"{d50:>11.1f} / {d99:<10.1f}   {r50:>14.1f} / {r99:<10.1f}   {a50:>12.1f} / {a99:<10.1f}")
     first, last = rows[checkpoints[0]], rows[checkpoints[-1]]
     n0, n1 = checkpoints[0], checkpoints[-1]
     met = last[1] < 1000 and last[1] / first[1] <= 1.5
     print(f"turn {n1} / turn {n0}: wall p50 {last[0] / first[0]:.2f}x, p99 {last[1] / first[1]:.2f}x; "
           f"CPU p50 {last[2] / first[2]:.2f}x, p99 {last[3] / first[3]:.2f}x (target <= 1.5x)")
-    print(f"p99 at turn {n1}: wall {last[1] / 1000:.3f} ms, CPU {last[3] / 1000:.3f} ms (target < 1 ms, GC on); "
-          f"wall targets {'MET' if met else 'MISSED'}")
+    print(f"p99 at turn {n1}: wall {last[1] / 1000:.3f} ms, CPU {last[3] / 1000:.3f} ms (target < 1 ms, GC on, "
+          f"interim read ahead); wall targets {'MET' if met else 'MISSED'}")
     return met
 
 

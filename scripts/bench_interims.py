@@ -1,22 +1,35 @@
-"""What the default stack's interims cost: partial Whisper decodes per turn and their CPU, beside the final's.
+"""What the default stack's interims cost: Whisper decodes and CPU per turn, and when the final is ready.
 
 Run: ``.venv/bin/python scripts/bench_interims.py [--scenario bridge_smoke] [--lines 8]``.
 
 Every caller line of the scenario is synthesised with Piper (the emulated caller's voice), framed in 20 ms and fed
 to :class:`~voice_agent.audio.interims.GrowingSegment` as the served call would, with the VAD's start and stop
-placed at the speech's edges. A due partial is decoded at once (the shared tiny.en model, greedy) and the feed
-advances by the decode's own wall time before the next can start, as on the live call, where audio keeps coming
-while a partial runs. The baseline is the final transcript: pipecat's ``WhisperSTTService`` decode of the whole
-segment (beam 5, the model's defaults), timed the same way. CPU is the process's (CTranslate2 computes in its own
-threads; nothing else runs in this process meanwhile).
+placed at the speech's edges (the stop half a second after it, the stack's ``vad_stop_secs``). A due partial is
+decoded at once with the Whisper service's own final decode (``final_text``: the shared tiny.en model, pipecat's
+options and padding) and the feed advances by the decode's wall time before the next can start, as on the live
+call, where audio keeps coming while a partial runs. Three ways of getting the final, side by side:
+
+* ``off`` (the baseline, ``--no-interims``): pipecat's decode of the whole segment at the VAD stop;
+* ``on, no reuse`` (interims as first landed): the partials, then that same final decode, after any partial still
+  running at the stop (the model runs one call at a time);
+* ``on, reuse`` (the stack now): the partials; at the stop a partial covering the segment is the final (waited
+  for if still running), otherwise the final is decoded as in ``on, no reuse``.
+
+"final after stop" is the time from the VAD stop to the final's text on that timeline (decode wall times measured
+here, in one process, nothing else decoding meanwhile); "reused final = fresh final" counts the turns whose reused
+text equals the ``off`` decode of the full segment (the transcript's quality is unchanged when it is every one).
+CPU is the process's (CTranslate2 computes in its own threads).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,87 +40,113 @@ if str(ROOT) not in sys.path:
 
 from voice_agent.audio.codec import Int16Array, resample  # noqa: E402
 from voice_agent.audio.interims import GrowingSegment, InterimSettings  # noqa: E402
-from voice_agent.audio.stack import caller_voice  # noqa: E402
-from voice_agent.audio.whisper_stt import shared_whisper_model, transcribe  # noqa: E402
+from voice_agent.audio.stack import AudioStack, caller_voice  # noqa: E402
+from voice_agent.audio.whisper_stt import make_whisper_stt  # noqa: E402
+from voice_agent.retrieval.speculative import normalise  # noqa: E402
 from voice_agent.scenarios import load_scenario  # noqa: E402
 
 RATE = 16000
 FRAME = 320  # samples: 20 ms
 
 
-def _final_decode(samples: Int16Array) -> str:
-    """The final as pipecat's service decodes it (default options: beam 5)."""
-    segments, _ = shared_whisper_model().transcribe(samples.astype(np.float32) / 32768.0, language="en")
-    return " ".join(s.text.strip() for s in segments).strip()
+@dataclass
+class Turn:
+    """One caller line under the three ways of getting the final."""
+
+    secs: float
+    final: str  # the fresh decode of the full segment
+    partials: list[tuple[str, float]]  # text, CPU s
+    reused: bool
+    reused_equal: bool
+    reused_same_words: bool
+    final_cpu: float  # the full-segment decode (off's, and on's when not reused)
+    after_stop_off: float
+    after_stop_no_reuse: float
+    after_stop_reuse: float
 
 
-def _timed(fn: object, samples: Int16Array) -> tuple[str, float, float]:
+def _timed(decode: Callable[[bytes], str], pcm: bytes) -> tuple[str, float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
-    text = fn(samples)  # type: ignore[operator]
+    text = decode(pcm)
     return text, time.process_time() - cpu, time.perf_counter() - wall
 
 
-def run_line(speech: Int16Array, settings: InterimSettings) -> tuple[list[tuple[str, float]], str, float]:
-    """Partials (text, CPU s) of one line, and the final's text and CPU s."""
+def run_line(speech: Int16Array, settings: InterimSettings, decode: Callable[[bytes], str]) -> Turn:
+    """Feeds one line; partials, the full-segment final and the three finals' readiness after the VAD stop."""
     segment = GrowingSegment(settings, RATE)
-    audio = np.concatenate([np.zeros(RATE // 2, np.int16), speech, np.zeros(RATE // 2, np.int16)])
-    start, stop = RATE // 2 + int(0.2 * RATE), RATE // 2 + len(speech) + RATE // 2  # VAD start delay, stop_secs
+    audio = np.concatenate([np.zeros(RATE // 2, np.int16), speech, np.zeros(RATE, np.int16)])
+    start = RATE // 2 + int(0.2 * RATE)  # the VAD's start delay
+    stop = RATE // 2 + len(speech) + int(AudioStack().vad_stop_secs * RATE)
     partials: list[tuple[str, float]] = []
     busy_until = -1  # sample index until which a running partial keeps the decoder
-    pending: tuple[int, Int16Array] | None = None
-    for at in range(0, len(audio), FRAME):
-        if at >= start and not segment.speaking and at < stop:
+    pending = None
+    for at in range(0, stop, FRAME):
+        if at >= start and not segment.speaking:
             segment.start()
-        if at >= stop and segment.speaking:
-            segment.stop()
-        frame = audio[at : at + FRAME]
-        segment.add(frame.astype("<i2").tobytes())
+        segment.add(audio[at : at + FRAME].astype("<i2").tobytes())
         if pending is not None and at >= busy_until:
-            segment.finish(pending[0])
+            segment.finish(pending)
             pending = None
         if pending is None and segment.due():
             pending = segment.take()
-            text, cpu, wall = _timed(transcribe, pending[1])
+            text, cpu, wall = _timed(decode, pending.heard)
             partials.append((text, cpu))
             busy_until = at + int(wall * RATE)
-    # pipecat's segment: a second before the VAD start, up to the stop, then half a second of silence
-    final_samples = np.concatenate([audio[max(0, start - RATE) : stop], np.zeros(RATE // 2, np.int16)])
-    final, final_cpu, _ = _timed(_final_decode, final_samples)
-    return partials, final, final_cpu
+    covering = segment.stop()
+    # pipecat's segment: a second before the VAD start, up to the stop (the service pads it itself)
+    final, final_cpu, final_wall = _timed(decode, audio[max(0, start - RATE) : stop].astype("<i2").tobytes())
+    still_busy = max(0, busy_until - stop) / RATE  # a partial running at the stop holds the model this long
+    reuse_wait = still_busy if covering is not None else still_busy + final_wall
+    reused_text = partials[-1][0] if covering is not None else final
+    return Turn(len(speech) / RATE, final, partials, covering is not None, reused_text == final,
+                normalise(reused_text) == normalise(final), final_cpu, final_wall, still_busy + final_wall, reuse_wait)
 
 
 def main() -> None:
-    """Prints partials per turn and their CPU beside the final decode's."""
+    """Prints decodes, CPU per turn and the final's readiness for interims off, on without reuse, on with reuse."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="bridge_smoke")
     parser.add_argument("--lines", type=int, default=8, help="First N caller lines.")
     args = parser.parse_args()
     lines = [t.text for t in load_scenario(args.scenario).turns if t.speaker == "caller"][: args.lines]
     voice = caller_voice("piper")
-    transcribe(np.zeros(8000, dtype=np.int16))  # load and warm the model
-    settings = InterimSettings()
-    started = time.perf_counter()
-    per_turn, partial_cpu, final_cpu, speech_secs = [], [], [], []
+    decode = make_whisper_stt().final_text  # the service's own final decode, outside a pipeline
+    decode(bytes(16000))  # load and warm the model
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    turns: list[Turn] = []
+    settings = InterimSettings(vad_stop_secs=AudioStack().vad_stop_secs)
     for line in lines:
         samples, rate = voice(line)
-        speech = resample(samples, rate, RATE)
-        partials, final, cpu = run_line(speech, settings)
-        per_turn.append(len(partials))
-        partial_cpu.extend(c for _, c in partials)
-        final_cpu.append(cpu)
-        speech_secs.append(len(speech) / RATE)
-        print(f"{len(speech) / RATE:4.1f} s, {len(partials)} partial(s): {[t for t, _ in partials]} -> {final!r}")
-    partial_turn = sum(partial_cpu) / len(lines)
-    final_turn = statistics.mean(final_cpu)
-    print(f"\n{len(lines)} lines of {args.scenario}, {statistics.mean(speech_secs):.1f} s of speech on average; "
-          f"wall {time.perf_counter() - started:.0f} s")
-    print("| measure | partials (interims) | final (baseline) |")
-    print("|---|---|---|")
-    print(f"| decodes per turn | {statistics.mean(per_turn):.2f} | 1 |")
-    median_partial = statistics.median(partial_cpu) * 1000 if partial_cpu else 0.0
-    print(f"| CPU ms per decode, median | {median_partial:.0f} | {statistics.median(final_cpu) * 1000:.0f} |")
-    print(f"| CPU ms per turn | {partial_turn * 1000:.0f} | {final_turn * 1000:.0f} |")
-    print(f"\ninterims cost {partial_turn / final_turn:.2f}x the final's CPU per turn")
+        turn = run_line(resample(samples, rate, RATE), settings, decode)
+        turns.append(turn)
+        print(f"{turn.secs:4.1f} s, {len(turn.partials)} partial(s), final {'reused' if turn.reused else 'decoded'}"
+              f"{'' if turn.reused_equal else ' (differs from the fresh decode: ' + turn.final.strip() + ')'}: "
+              f"{[t for t, _ in turn.partials]}")
+    n = len(turns)
+    partial_decodes = sum(len(t.partials) for t in turns)
+    partial_cpu = sum(c for t in turns for _, c in t.partials)
+    final_cpu = sum(t.final_cpu for t in turns)
+    reused = [t for t in turns if t.reused]
+    fresh_cpu = sum(t.final_cpu for t in turns if not t.reused)
+
+    def ms(values: list[float]) -> str:
+        return f"{statistics.median(values) * 1000:.0f}"
+
+    print(f"\n{n} lines of {args.scenario}, {statistics.mean(t.secs for t in turns):.1f} s of speech on average; "
+          f"wall {time.perf_counter() - started:.0f} s, load average {load:.2f} at the start")
+    print("| measure | off (baseline) | on, no reuse | on, reuse |")
+    print("|---|---|---|---|")
+    print(f"| Whisper decodes per turn | 1 | {(partial_decodes + n) / n:.2f} | "
+          f"{(partial_decodes + n - len(reused)) / n:.2f} |")
+    print(f"| CPU ms per turn | {final_cpu / n * 1000:.0f} | {(partial_cpu + final_cpu) / n * 1000:.0f} | "
+          f"{(partial_cpu + fresh_cpu) / n * 1000:.0f} |")
+    print(f"| final after VAD stop, median ms | {ms([t.after_stop_off for t in turns])} | "
+          f"{ms([t.after_stop_no_reuse for t in turns])} | {ms([t.after_stop_reuse for t in turns])} |")
+    print(f"\nfinals reused from a covering partial: {len(reused)}/{n}; "
+          f"reused final = fresh final: {sum(t.reused_equal for t in reused)}/{len(reused)} exactly, "
+          f"{sum(t.reused_same_words for t in reused)}/{len(reused)} in words (case and punctuation aside)")
+    print(f"CPU per turn vs off: no reuse {(partial_cpu + final_cpu) / final_cpu:.2f}x, "
+          f"reuse {(partial_cpu + fresh_cpu) / final_cpu:.2f}x")
 
 
 if __name__ == "__main__":

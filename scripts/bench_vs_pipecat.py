@@ -66,6 +66,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--tuned-messages", type=int, help="pipecat tuned: max_unsummarized_messages "
                         "(default: calibrated to lanes' pass count)")
     parser.add_argument("--quick", action="store_true", help="billing_dispute, scripted, temperature 0")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --cells: print the table of the calls already there, play nothing")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--cells", type=Path, help="a JSON-lines file of finished calls: each call is appended as it "
                         "ends, and calls already there are not played again (resume an interrupted run)")
@@ -277,6 +279,11 @@ def main() -> None:
         have = {(c.scenario, c.side, c.row, c.run, c.temperature, c.tuned) for c in done}
         cells = [c for c in cells if (c.scenario, c.side, c.row, c.run, c.temperature, c.tuned) not in have]
         print(f"{len(done)} calls already in {args.cells}; {len(cells)} to play", flush=True)
+    if args.report_only:
+        if args.cells is None:
+            sys.exit("bench_vs_pipecat: --report-only needs --cells PATH")
+        print(f"report only: {len(cells)} calls of the full bench not played")
+        cells = []
     total = len(done) + len(cells)
     jobs = max(1, args.jobs)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -65,7 +65,21 @@ QUIET_SECS = 0.5
 """No voiced agent audio for this long (and its playback over) ends a reply."""
 
 REPLY_TIMEOUT_SECS = 10.0
-"""No reply within this long after the caller stopped: the turn counts as unanswered."""
+"""No reply within this long after the caller stopped: the turn counts as unanswered, and as this long in
+the percentiles (left out, the slowest turns would vanish from the figures exactly when they matter)."""
+
+SETTLE_SECS = 10.0
+"""After an unanswered turn the caller waits for the line to be quiet (a late reply played out) before its
+next line, so the late reply is not taken for the next one; not quiet within this long: the call stops."""
+
+GENERATOR_CPU_LIMIT = 70.0
+"""Generator CPU % above which a row is invalid: the generator, not the bridge, may be what was slow."""
+
+CPU_RATIO_LIMIT = 1.2
+"""Ours / plain CPU-seconds per call must not exceed this."""
+
+TARGET_CALLS = 50
+"""The call count at which the latency budget must hold."""
 
 VOICED_PEAK = 512
 """A received frame with a sample louder than this (of 32767) is the agent speaking."""
@@ -81,6 +95,7 @@ class RunStats:
     turns: int = 0
     replies: int = 0
     errors: list[str] = field(default_factory=list)
+    unanswered: int = 0
     p50_ms: float = 0.0
     p95_ms: float = 0.0
     p99_ms: float = 0.0
@@ -95,6 +110,30 @@ class RunStats:
     generator_cpu_percent: float = 0.0
     wall_secs: float = 0.0
     load_average: float = 0.0
+    media_messages: int = 0
+    repeat: int = 0
+
+    @property
+    def invalid(self) -> str:
+        """Why the row cannot be trusted ("" if it can)."""
+        if self.generator_cpu_percent > GENERATOR_CPU_LIMIT:
+            return f"generator CPU {self.generator_cpu_percent:.0f} % > {GENERATOR_CPU_LIMIT:.0f} %"
+        return ""
+
+
+def latency_figures(latencies: Sequence[float], unanswered: int, vad_wait_ms: float) -> dict[str, float]:
+    """p50/p95/p99 of the reply latency and of the added latency (latency - VAD wait), in ms.
+
+    Each unanswered turn counts as :data:`REPLY_TIMEOUT_SECS`. Nothing is clamped: an added latency
+    below 0 (a "reply" before the VAD could have ended the turn) is a measuring fault and shows as one.
+    """
+    every = [*latencies, *[REPLY_TIMEOUT_SECS * 1000] * unanswered]
+    added = [v - vad_wait_ms for v in every]
+    out: dict[str, float] = {}
+    for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        out[f"{name}_ms"] = percentile(every, q) or 0.0
+        out[f"added_{name}_ms"] = percentile(added, q) or 0.0
+    return out
 
 
 def free_port() -> int:
@@ -255,7 +294,15 @@ class LoadCall:
                     return self._next_line(silence)
             elif now - self.speech_end > REPLY_TIMEOUT_SECS:
                 self.unanswered += 1
+                self.phase, self.phase_until = "settle", now + SETTLE_SECS
+            return silence
+        if self.phase == "settle":
+            if now - self.last_voiced >= QUIET_SECS and now >= self.play_until:
                 return self._next_line(silence)
+            if now >= self.phase_until:
+                self.error = "no quiet after an unanswered turn: the rest of the call is not measured"
+                self.phase = "over"
+                return None
             return silence
         return None
 
@@ -380,6 +427,7 @@ async def generate(url: str, calls: int, lines: list[list[str]], auth_token: str
     errors = [c.error for c in population if c.error]
     errors += [f"{c.unanswered} turn(s) without a reply" for c in population if c.unanswered and not c.error]
     return {"latencies": [v for c in population for v in c.latencies], "errors": errors, "turns": calls * len(lines),
+            "unanswered": sum(c.unanswered for c in population), "media_messages": sum(c.sequence for c in population),
             "cpu_secs": cpu, "wall_secs": wall}
 
 
@@ -487,13 +535,12 @@ def load_level(url: str, pid: int, bridge: str, calls: int, lines: list[str], ar
     latencies: list[float] = result["latencies"]
     stats.errors = list(result["errors"])
     stats.turns, stats.replies = int(result["turns"]), len(latencies)
+    stats.unanswered, stats.media_messages = int(result["unanswered"]), int(result["media_messages"])
     stats.generator_cpu_percent = 100 * result["cpu_secs"] / max(result["wall_secs"], 1e-9)
     stats.server_cpu_percent = 100 * stats.server_cpu_secs / max(result["wall_secs"], 1e-9)
     stats.cpu_secs_per_call = stats.server_cpu_secs / calls
-    added = [max(0.0, v - vad_wait_ms) for v in latencies]
-    stats.p50_ms, stats.p95_ms, stats.p99_ms = (percentile(latencies, q) or 0.0 for q in (0.5, 0.95, 0.99))
-    stats.added_p50_ms, stats.added_p95_ms, stats.added_p99_ms = (percentile(added, q) or 0.0
-                                                                  for q in (0.5, 0.95, 0.99))
+    for name, value in latency_figures(latencies, stats.unanswered, vad_wait_ms).items():
+        setattr(stats, name, value)
     stats.server_rss_mb = peak_rss / 2**20
     stats.rss_per_call_mb = (peak_rss - idle_rss) / 2**20 / calls
     return stats
@@ -504,26 +551,129 @@ def render(rows: list[RunStats], stack: str, vad_wait_ms: float) -> str:
     plain = {r.calls: r for r in rows if r.bridge == "plain"}
     head = (
         f"stack={stack}; latency = end of caller speech -> first agent audio; added = latency - VAD stop "
-        f"({vad_wait_ms:.0f} ms); CPU % of one core; CPU/call = server CPU-seconds per call\n\n"
+        f"({vad_wait_ms:.0f} ms), an unanswered turn counted as {REPLY_TIMEOUT_SECS * 1000:.0f} ms; CPU % of one "
+        f"core; CPU/call = server CPU-seconds per call; a generator CPU % marked ! makes the row invalid\n\n"
         "| bridge | workers | calls | replies | errors | added p50 | added p95 | added p99 | server CPU % "
         "| CPU s/call | ours/plain | MB/call | generator CPU % | load avg |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     body = []
     for r in rows:
-        base = plain.get(r.calls)
-        ratio = f"{r.cpu_secs_per_call / base.cpu_secs_per_call:.2f}" if (
-            r.bridge == "ours" and base is not None and base.cpu_secs_per_call > 0) else ""
+        value = cpu_ratio(r, plain.get(r.calls)) if r.bridge == "ours" else None
+        ratio = "" if value is None else f"{value:.2f}"
+        mark = "!" if r.invalid else ""
         body.append(
             f"| {r.bridge} | {r.workers} | {r.calls} | {r.replies}/{r.turns} | {len(r.errors)} | {r.added_p50_ms:.0f} "
             f"| {r.added_p95_ms:.0f} | {r.added_p99_ms:.0f} | {r.server_cpu_percent:.0f} | {r.cpu_secs_per_call:.3f} "
-            f"| {ratio} | {r.rss_per_call_mb:.1f} | {r.generator_cpu_percent:.0f} | {r.load_average:.2f} |"
+            f"| {ratio} | {r.rss_per_call_mb:.1f} | {r.generator_cpu_percent:.0f}{mark} | {r.load_average:.2f} |"
         )
     return "\n".join([head, *body])
 
 
-def profile_summary(profile_dir: Path, bridge: str, top: int = 25) -> str:
-    """Where a bridge's time went: own time by package, then the top functions by own time."""
+def cpu_ratio(ours: RunStats, plain: RunStats | None) -> float | None:
+    """Ours / plain CPU-seconds per call (None without a plain row with CPU)."""
+    if plain is None or plain.cpu_secs_per_call <= 0:
+        return None
+    return ours.cpu_secs_per_call / plain.cpu_secs_per_call
+
+
+def check(rows: Sequence[RunStats]) -> list[str]:
+    """What misses the target, one line each (empty: met).
+
+    The target: ours at >= :data:`TARGET_CALLS` calls with p95 added latency under :data:`BUDGET_MS` and
+    every turn answered; ours / plain CPU per call at most :data:`CPU_RATIO_LIMIT` at every N both ran;
+    and no row whose generator was saturated (above :data:`GENERATOR_CPU_LIMIT`), since its latency
+    may be the generator's.
+    """
+    failures = [f"{r.bridge} {r.calls} calls: invalid row ({r.invalid})" for r in rows if r.invalid]
+    ours = [r for r in rows if r.bridge == "ours" and not r.invalid]
+    plain = {r.calls: r for r in rows if r.bridge == "plain" and not r.invalid}
+    at_target = [r for r in ours if r.calls >= TARGET_CALLS]
+    if not at_target:
+        failures.append(f"ours: no valid level at >= {TARGET_CALLS} calls (run one)")
+    for r in at_target:
+        if r.added_p95_ms >= BUDGET_MS:
+            failures.append(f"ours {r.calls} calls: p95 added {r.added_p95_ms:.0f} ms >= {BUDGET_MS:.0f} ms")
+        if r.unanswered or r.replies < r.turns:
+            failures.append(f"ours {r.calls} calls: {r.turns - r.replies} of {r.turns} turns without a reply")
+    if not plain:
+        failures.append("no valid plain rows: the CPU ratio is unchecked (run --bridge ours,plain)")
+    for r in ours:
+        ratio = cpu_ratio(r, plain.get(r.calls))
+        if ratio is not None and ratio > CPU_RATIO_LIMIT:
+            failures.append(f"ours {r.calls} calls: CPU per call {ratio:.2f}x plain's > {CPU_RATIO_LIMIT:g}x")
+    return failures
+
+
+def median_rows(rows: Sequence[RunStats]) -> list[RunStats]:
+    """One row per (bridge, calls): the median of each figure over the repeats (errors: all of them)."""
+    import statistics
+    from dataclasses import fields
+
+    groups: dict[tuple[str, int], list[RunStats]] = {}
+    for row in rows:
+        groups.setdefault((row.bridge, row.calls), []).append(row)
+    out = []
+    for (bridge, calls), group in groups.items():
+        merged = RunStats(bridge, calls, group[0].workers, repeat=len(group))
+        for spec in fields(RunStats):
+            values = [getattr(r, spec.name) for r in group]
+            if spec.name in ("bridge", "calls", "workers", "repeat"):
+                continue
+            if spec.name == "errors":
+                merged.errors = [e for r in group for e in r.errors]
+            elif isinstance(values[0], int):
+                setattr(merged, spec.name, round(statistics.median(values)))
+            else:
+                setattr(merged, spec.name, float(statistics.median(values)))
+        out.append(merged)
+    return out
+
+
+def render_repeats(rows: Sequence[RunStats]) -> str:
+    """Median and spread (min-max) over the repeats, per bridge and N: p95 added, CPU per call, ours/plain."""
+    import statistics
+
+    def spread(values: Sequence[float], digits: int) -> str:
+        return (f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+                if values else "")
+
+    plain = {(r.calls, r.repeat): r for r in rows if r.bridge == "plain"}
+    keys = sorted({(r.bridge, r.calls) for r in rows}, key=lambda k: (k[1], k[0]))
+    lines = ["| bridge | calls | runs | added p95 median (min-max) | CPU s/call median (min-max) "
+             "| ours/plain median (min-max) | invalid runs |", "|---|---|---|---|---|---|---|"]
+    for bridge, calls in keys:
+        group = [r for r in rows if (r.bridge, r.calls) == (bridge, calls)]
+        ratios = [x for r in group if bridge == "ours" and (x := cpu_ratio(r, plain.get((calls, r.repeat))))]
+        lines.append(f"| {bridge} | {calls} | {len(group)} | {spread([r.added_p95_ms for r in group], 0)} "
+                     f"| {spread([r.cpu_secs_per_call for r in group], 3)} | {spread(ratios, 2)} "
+                     f"| {sum(1 for r in group if r.invalid)} |")
+    return "\n".join(lines)
+
+
+PROFILE_COUNTS = {
+    "queue puts": ("asyncio/queues.py", "put_nowait"),
+    "frames pushed": ("pipecat/processors/frame_processor.py", "push_frame"),
+    "frames processed": ("pipecat/processors/frame_processor.py", "__process_frame"),
+    "event-loop callbacks": ("asyncio/events.py", "_run"),
+}
+"""The per-frame counts of the profile: calls of these functions (file suffix, name) per media message.
+``Queue.put`` ends in ``put_nowait``, so every queue put is counted once; ``Handle._run`` is one callback."""
+
+
+def profile_counts(raw: dict[Any, Any], media_messages: int) -> dict[str, float]:
+    """Calls of each of :data:`PROFILE_COUNTS` per inbound media message, from a pstats table."""
+    totals = dict.fromkeys(PROFILE_COUNTS, 0)
+    for (filename, _line, name), (_cc, ncalls, *_rest) in raw.items():
+        path = filename.replace("\\", "/")
+        for label, (suffix, function) in PROFILE_COUNTS.items():
+            if name == function and path.endswith(suffix):
+                totals[label] += ncalls
+    return {label: count / max(media_messages, 1) for label, count in totals.items()}
+
+
+def profile_summary(profile_dir: Path, bridge: str, media_messages: int = 0, top: int = 25) -> str:
+    """Where a bridge's time went: calls per media message, own time by package, the top functions."""
     import io
     import pstats
 
@@ -532,11 +682,15 @@ def profile_summary(profile_dir: Path, bridge: str, top: int = 25) -> str:
         return f"{bridge}: no profile written"
     stats = pstats.Stats(*[str(f) for f in files], stream=io.StringIO())
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]  # pstats keeps its table untyped
+    counts = profile_counts(raw, media_messages)
+    head = [f"## {bridge}: calls per inbound media message ({media_messages} messages, the warm-up call included)",
+            "", "| " + " | ".join(counts) + " |", "|" + "---|" * len(counts),
+            "| " + " | ".join(f"{v:.2f}" for v in counts.values()) + " |", ""]
     by_package: dict[str, float] = {}
     for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in raw.items():
         by_package[package_of(filename)] = by_package.get(package_of(filename), 0.0) + tottime
     total = sum(by_package.values()) or 1.0
-    lines = [f"## {bridge}: own time by package ({total:.1f} s profiled over {len(files)} process(es))", ""]
+    lines = [*head, f"## {bridge}: own time by package ({total:.1f} s profiled over {len(files)} process(es))", ""]
     lines += [f"{secs:8.2f} s {100 * secs / total:5.1f} %  {name}"
               for name, secs in sorted(by_package.items(), key=lambda kv: -kv[1])[:14]]
     out = io.StringIO()
@@ -551,12 +705,13 @@ def profile_summary(profile_dir: Path, bridge: str, top: int = 25) -> str:
 def package_of(filename: str) -> str:
     """A profiled file's package, for grouping: ours by module, others by distribution."""
     path = filename.replace("\\", "/")
+    # Installed packages first: pipecat has a processors/ directory of its own.
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/")[0]
     for ours in ("voice_agent/", "processors/"):
         if f"/{ours}" in path:
             tail = path.split(f"/{ours}", 1)[1]
             return ours + (tail.split("/")[0] if "/" in tail else tail)
-    if "site-packages/" in path:
-        return path.split("site-packages/", 1)[1].split("/")[0]
     if path.startswith("~") or path.startswith("<"):
         return "builtins (C)"
     return "python stdlib: " + path.rsplit("/", 1)[-1]
@@ -606,6 +761,11 @@ def main() -> int:
     parser.add_argument("--ramp", type=float, default=2.0, help="Seconds over which a level's calls dial.")
     parser.add_argument("--profile", type=Path, help="Run each bridge under cProfile, writing here; print a summary.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
+    parser.add_argument("--repeat", type=int, default=1, help="Run each level K times (bridges alternating); "
+                        "the table gives medians, and a second table the spread.")
+    parser.add_argument("--check", action="store_true", help=f"Exit 1 when the target is missed: p95 added >= "
+                        f"{BUDGET_MS:.0f} ms or unanswered turns at >= {TARGET_CALLS} calls, ours/plain CPU per call > "
+                        f"{CPU_RATIO_LIMIT:g}, or a row invalid (generator CPU > {GENERATOR_CPU_LIMIT:.0f} %%).")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--generate", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -619,6 +779,8 @@ def main() -> int:
         parser.error("--bridge takes ours, plain or ours,plain")
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.serve is not None:
         run_server(args.serve, bridges[0], args.stack, max(levels), lines, args.workers, args.profile)
         return 0
@@ -636,7 +798,8 @@ def main() -> int:
     stack = AudioStack.named(args.stack)
     vad_wait_ms = stack.vad_stop_secs * 1000 + stack.user_speech_timeout * 1000
     auth_token = secrets.token_hex(16)
-    rows: list[RunStats] = []
+    runs: list[RunStats] = []
+    media: dict[str, int] = {}
     if args.profile is not None:
         for old in args.profile.glob("*.prof"):
             old.unlink()
@@ -651,27 +814,37 @@ def main() -> int:
             children[bridge] = (child, f"http://127.0.0.1:{port}")
             wait_workers_ready(port, child, args.workers, log)
             # One call first, not tabulated: each worker's first calls pay for lazy imports and caches.
-            load_level(children[bridge][1], child.pid, bridge, args.workers, lines, args, vad_wait_ms, auth_token,
-                       args.workers)
+            warm = load_level(children[bridge][1], child.pid, bridge, args.workers, lines, args, vad_wait_ms,
+                              auth_token, args.workers)
+            media[bridge] = warm.media_messages
         failed: set[str] = set()
         for calls in levels:
-            for bridge in bridges:
-                if bridge in failed:
-                    continue
-                child, url = children[bridge]
-                row = load_level(url, child.pid, bridge, calls, lines, args, vad_wait_ms, auth_token, args.workers)
-                rows.append(row)
-                print(f"{bridge:>5} {calls:>3} calls: added p95 {row.added_p95_ms:.0f} ms, errors {len(row.errors)}, "
-                      f"server CPU {row.server_cpu_percent:.0f} %, {row.cpu_secs_per_call:.3f} CPU s/call, "
-                      f"generator CPU {row.generator_cpu_percent:.0f} %, load {row.load_average:.2f}", flush=True)
-                if row.errors and len(row.errors) >= calls:
-                    failed.add(bridge)
-                time.sleep(1.0)
+            for repeat in range(args.repeat):
+                for bridge in bridges:
+                    if bridge in failed:
+                        continue
+                    child, url = children[bridge]
+                    row = load_level(url, child.pid, bridge, calls, lines, args, vad_wait_ms, auth_token,
+                                     args.workers)
+                    row.repeat = repeat
+                    runs.append(row)
+                    media[bridge] += row.media_messages
+                    print(f"{bridge:>5} {calls:>3} calls: added p95 {row.added_p95_ms:.0f} ms, errors "
+                          f"{len(row.errors)}, unanswered {row.unanswered}, server CPU {row.server_cpu_percent:.0f} %, "
+                          f"{row.cpu_secs_per_call:.3f} CPU s/call, generator CPU {row.generator_cpu_percent:.0f} %"
+                          f"{' (invalid)' if row.invalid else ''}, load {row.load_average:.2f}", flush=True)
+                    if row.errors and len(row.errors) >= calls:
+                        failed.add(bridge)
+                    time.sleep(1.0)
     finally:
         for child, _url in children.values():
             stop_bridge(child)
+    rows = median_rows(runs) if args.repeat > 1 else runs
     print()
     print(render(rows, args.stack, vad_wait_ms))
+    if args.repeat > 1:
+        print(f"\nover {args.repeat} runs per level (the table above gives the medians):\n")
+        print(render_repeats(runs))
     for bridge in bridges:
         within = [r.calls for r in rows if r.bridge == bridge and not r.errors and r.added_p95_ms < BUDGET_MS]
         print(f"\n{bridge}: largest N with p95 added latency < {BUDGET_MS:.0f} ms and no errors: "
@@ -680,11 +853,18 @@ def main() -> int:
         for error in row.errors[:3]:
             print(f"  {row.bridge} {row.calls} calls: {error}")
     if args.profile is not None:
-        summary = "\n\n".join(profile_summary(args.profile, b) for b in bridges)
+        summary = "\n\n".join(profile_summary(args.profile, b, media.get(b, 0)) for b in bridges)
         (args.profile / "summary.txt").write_text(summary + "\n", encoding="utf-8")
         print(f"\n{summary}\n\n(profile summary written to {args.profile / 'summary.txt'})")
     if args.json:
-        args.json.write_text(json.dumps({"stack": args.stack, "rows": [asdict(r) for r in rows]}, indent=2))
+        args.json.write_text(json.dumps({"stack": args.stack, "rows": [asdict(r) for r in rows],
+                                         "runs": [asdict(r) for r in runs]}, indent=2))
+    if args.check:
+        failures = check(rows)
+        for line in failures:
+            print(f"CHECK FAILED: {line}")
+        print("check: the target is met" if not failures else f"check: {len(failures)} failure(s)")
+        return 1 if failures else 0
     return 0
 
 

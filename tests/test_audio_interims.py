@@ -25,7 +25,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from processors.speculative_retrieval import SpeculativeRetrieval
 from processors.whisper_interims import WhisperInterims
 from voice_agent.audio.codec import resample
-from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings
+from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
 from voice_agent.retrieval.index import Chunk, RetrievalResult, ScoredChunk
@@ -80,6 +80,7 @@ def test_partials_run_at_pauses_and_on_a_timer_for_long_turns_never_two_at_once(
     assert segment.due()  # 2 s: the timer
     first = segment.take()
     assert len(first.audio) == 2 * SECOND  # the pre-roll and the speech (the decoder pads it as the final)
+    assert first.heard == first.audio + bytes(SECOND // 2)  # decoded as if the VAD's 0.5 s of quiet followed
     segment.add(_loud(2.0))
     assert not segment.due()  # one is running
     assert segment.finish(first) and segment.due()
@@ -91,6 +92,7 @@ def test_partials_run_at_pauses_and_on_a_timer_for_long_turns_never_two_at_once(
     segment.add(bytes(SECOND // 10))
     assert segment.due()  # a pause after new speech: decode now, the caller may be done
     last = segment.take()
+    assert last.silence == SECOND // 5  # 0.3 s of the VAD's 0.5 s of quiet already heard
     assert segment.finish(last)
     segment.add(bytes(SECOND // 2))
     assert not segment.due()  # still quiet: nothing new to hear
@@ -274,8 +276,13 @@ async def test_the_audio_budget_searches_only_new_content_words_and_stays_within
 async def test_default_stack_pushes_interims_while_the_caller_speaks_and_speculation_runs_on_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    offered: list[Partial] = []
     claimed: list[bytes] = []
-    claim = FinalHandoff.claim
+    offer, claim = FinalHandoff.offer, FinalHandoff.claim
+
+    def recording_offer(self: FinalHandoff[Any], partial: Partial, result: Any) -> None:
+        offered.append(partial)
+        offer(self, partial, result)
 
     def recording_claim(self: FinalHandoff[Any], segment: bytes) -> Any:
         result = claim(self, segment)
@@ -283,6 +290,7 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
             claimed.append(segment)
         return result
 
+    monkeypatch.setattr(FinalHandoff, "offer", recording_offer)
     monkeypatch.setattr(FinalHandoff, "claim", recording_claim)
     voice = caller_voice("piper")
     speech, rate = await asyncio.to_thread(
@@ -308,8 +316,12 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
         "the first interim arrives while the caller is still speaking"
     finals = [f for f in down if isinstance(f, TranscriptionFrame) and not isinstance(f, InterimTranscriptionFrame)]
     assert len(finals) == 1 and "saturday" in finals[0].text.lower()  # Whisper stays the final
-    assert len(claimed) == 1, "the pause partial covered the segment: the final is its text"
-    fresh = [f async for f in WhisperSTTService.run_stt(audio.before_user[2], claimed[0])]  # pipecat's own decode
+    assert len(claimed) == 1 and claimed[0].startswith(offered[-1].audio), "a partial covered the segment"
+    # The final is that partial's decode, and it is pipecat's own decode of the audio the partial heard (Whisper's
+    # text also depends on the segment's length, so a fresh decode of the longer segment can differ in a word).
+    stt = audio.before_user[2]
+    padded = offered[-1].heard + bytes(int(RATE * stt._trailing_silence_secs) * 2)
+    fresh = [f async for f in WhisperSTTService.run_stt(stt, padded)]
     assert [f.text for f in fresh if isinstance(f, TranscriptionFrame)] == [finals[0].text]
     record = retrieval.retriever.turns[0]
     assert record.interims >= 1 and record.speculative_retrievals >= 1

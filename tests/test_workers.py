@@ -142,7 +142,7 @@ sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(8)
 def worker(slot):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     slot.ready()
-    print(f"pid {os.getpid()}", flush=True)
+    print(f"pid {slot.index} {os.getpid()}", flush=True)
     if mode == "die" and slot.index == 0:
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -161,9 +161,9 @@ def supervisor(mode: str, log: Path) -> subprocess.Popen[bytes]:
 def worker_pids(log: Path, proc: subprocess.Popen[bytes]) -> list[int]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        pids = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("pid ")]
+        pids = dict(line.split()[1:] for line in log.read_text().splitlines() if line.startswith("pid "))
         if len(pids) == 2:
-            return pids
+            return [int(pids["0"]), int(pids["1"])]  # by worker index
         assert proc.poll() is None or len(pids) == 2, log.read_text()
         time.sleep(0.05)
     raise AssertionError(log.read_text())

@@ -26,6 +26,7 @@ from pipecat.utils.context.llm_context_summarization import (
     LLMContextSummaryConfig,
 )
 
+from processors.caller_read_ahead import CallerReadAhead
 from processors.context_assembly import CallerMessages, ContextAssembly
 from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
@@ -116,7 +117,7 @@ def build_call_pipeline(
     user_turn_strategies: UserTurnStrategies | None = None,
     user_turn_stop_timeout: float = 5.0,
 ) -> CallPipeline:
-    """Wires STT side -> user aggregator -> context assembly -> LLM -> output guard -> TTS -> turn log.
+    """Wires STT -> caller read-ahead -> user aggregator -> context assembly -> LLM -> output guard -> TTS -> turn log.
 
     The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
     ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
@@ -152,6 +153,7 @@ def build_call_pipeline(
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
     processors: list[FrameProcessor] = [
         *before_user,
+        CallerReadAhead(session, name="caller-read-ahead"),
         user_agg,
         ContextAssembly(session, caller_messages, name="context-assembly-in"),
         watchdog.inlet,

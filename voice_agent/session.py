@@ -20,7 +20,8 @@ from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
 from voice_agent.core.llm_recovery import LLMFailure, LLMRecoveryConfig
 from voice_agent.core.policy import ContextPolicy, Trigger
-from voice_agent.core.spoken_ids import find_identifiers, id_shapes
+from voice_agent.core.read_ahead import ReadAhead
+from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
@@ -148,6 +149,8 @@ class CallSession:
         self._caller_messages_seen = 0
         self._id_shapes = id_shapes(domain.id_shapes)
         self._id_roles = domain.id_roles
+        # Identifiers in caller words read at an interim transcript, by the words (the shapes are the call's).
+        self.identifiers_ahead: ReadAhead[str, list[tuple[str, IdShape]]] = ReadAhead()
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         if self.config.policy is PolicyName.WINDOW:
@@ -216,9 +219,28 @@ class CallSession:
         A lead, not ground truth: the model is told to look an unverified value up before it acts,
         and a state-changing tool refuses it until a tool has returned it.
         """
-        for value, shape in find_identifiers(text, self._id_shapes):
+        found = self.identifiers_ahead.take(text)
+        for value, shape in find_identifiers(text, self._id_shapes) if found is None else found:
             role = self._id_roles.get(shape.template) or shape.prefix.lower() or "identifier"
             self.state.ledger.record_from_caller(role, value, turn, quote=text)
+
+    def read_ahead_caller(self, text: str) -> None:
+        """Reads the caller's words from an interim transcript now, so a final with the same words need not.
+
+        The same work the turn's opening does on them (their spoken identifiers; under ``lanes`` their dates),
+        done while the caller is still speaking and kept, bounded, for the final to take. A final with other
+        words reads them as usual.
+
+        Args:
+            text: An interim transcript's text.
+        """
+        words = text.strip()[:MAX_UTTERANCE_CHARS]  # as ``begin_turn`` will record them
+        if not words:
+            return
+        if words not in self.identifiers_ahead:
+            self.identifiers_ahead.put(words, find_identifiers(words, self._id_shapes))
+        if isinstance(self.policy, LanesPolicy):
+            self.date_guard.read_ahead_caller(words, self.state.transcript)
 
     async def sync_caller_messages(self, caller_messages: Sequence[str]) -> int | None:
         """Opens a turn when the pipeline's history holds caller messages not yet seen.

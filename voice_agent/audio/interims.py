@@ -44,6 +44,9 @@ class InterimSettings:
         min_secs: Least audio in the segment (pre-roll included) for any partial.
         preroll_secs: Audio kept before the VAD start: the final recogniser's (pipecat keeps one second), or no
             partial can cover its segment.
+        vad_stop_secs: The VAD's quiet before its stop. A partial is decoded as if the caller stopped at it: its
+            audio, then silence up to that much quiet (Whisper's output depends on the segment's length, so a
+            covering partial then says what the final would).
     """
 
     interval_secs: float = 1.5
@@ -52,9 +55,10 @@ class InterimSettings:
     pause_dbfs: float = -45.0
     min_secs: float = 1.5
     preroll_secs: float = 1.0
+    vad_stop_secs: float = 0.5
 
     def __post_init__(self) -> None:
-        times = (self.timed_after_secs, self.pause_secs, self.min_secs, self.preroll_secs)
+        times = (self.timed_after_secs, self.pause_secs, self.min_secs, self.preroll_secs, self.vad_stop_secs)
         if self.interval_secs <= 0 or min(times) < 0:
             raise ValueError("interim settings: interval must be positive, the other times not negative")
 
@@ -66,12 +70,20 @@ class Partial:
     Attributes:
         utterance: The utterance it belongs to.
         number: Its place among the segment's partials (1, 2, ...), over the whole call.
-        audio: The segment's PCM so far, unpadded (the decoder pads it as it pads the final).
+        audio: The segment's PCM so far, as the final recogniser holds it.
+        silence: Zero bytes to append before decoding: the rest of the quiet the VAD waits for (the decoder then
+            pads it as it pads the final).
     """
 
     utterance: int
     number: int
     audio: bytes
+    silence: int = 0
+
+    @property
+    def heard(self) -> bytes:
+        """What the partial decodes: the audio, as if the caller stopped at its end."""
+        return self.audio + bytes(self.silence)
 
 
 class GrowingSegment:
@@ -167,7 +179,8 @@ class GrowingSegment:
         self._decoded_upto = len(self._buffer)
         self._speech_since_decode = False
         self.decodes += 1
-        self._last = Partial(self.utterance, self.decodes, bytes(self._buffer))
+        still = max(0, int(self.settings.vad_stop_secs * self.sample_rate) * 2 - self._quiet_bytes)
+        self._last = Partial(self.utterance, self.decodes, bytes(self._buffer), still)
         return self._last
 
     def finish(self, partial: Partial) -> bool:

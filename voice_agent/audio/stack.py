@@ -182,7 +182,7 @@ class AudioStack:
         stt: FrameProcessor
         interims: list[FrameProcessor] = []
         if self.stt is SttKind.WHISPER:
-            from voice_agent.audio.interims import FinalHandoff
+            from voice_agent.audio.interims import FinalHandoff, InterimSettings
             from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
 
             handoff: FinalHandoff[FinalResult] | None = FinalHandoff() if self.interims else None
@@ -192,7 +192,8 @@ class AudioStack:
                 from processors.whisper_interims import WhisperInterims
 
                 # Partials decode as the final does, so one covering the segment is the final (decoded once).
-                interims.append(WhisperInterims(whisper.final_text, handoff, name="interims"))
+                settings = InterimSettings(vad_stop_secs=self.vad_stop_secs)
+                interims.append(WhisperInterims(whisper.final_text, handoff, settings, name="interims"))
         elif self.stt is SttKind.POCKETSPHINX:
             from voice_agent.audio.pocketsphinx_stt import PocketsphinxSTTService
 

@@ -78,15 +78,21 @@ class PlainBridge:
         start = None
         try:
             for _ in range(_HANDSHAKE_MESSAGES):
-                data = json.loads(await websocket.receive_text())
-                if data.get("event") == "start":
+                message = await websocket.receive()
+                if message.get("type") == "websocket.disconnect":
+                    raise WebSocketDisconnect(int(message.get("code") or 1000))
+                text = message.get("text")
+                if text is None:  # receive_text() would raise a bare KeyError on a binary frame
+                    raise ValueError("a binary message where the handshake's JSON text was expected")
+                data = json.loads(text)
+                if isinstance(data, dict) and data.get("event") == "start":
                     start = parse_start(data, Provider.TWILIO)
                     break
         except (WebSocketDisconnect, ValueError) as exc:
             logger.warning("plain bridge: no start message ({})", exc)
         if start is None:
             with contextlib.suppress(Exception):
-                await websocket.close(code=1008)
+                await websocket.close(code=1008, reason="no start message")
             return
         self.calls_started += 1
         await run_plain_call(websocket, make_serializer(start, HangupCredentials()), self.stack)
@@ -109,13 +115,27 @@ def plain_tools(llm: ReferenceLLMService, domain: Domain, state: CallState) -> N
 
 async def run_plain_call(websocket: Any, serializer: Any, stack: AudioStack) -> None:
     """Runs one call's textbook pipecat pipeline on ``websocket`` until it ends."""
+    audio = await asyncio.to_thread(stack.build)
+    worker = build_plain_worker(websocket, serializer, audio)
+    runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+    await runner.add_workers(worker)
+    await runner.run()
+
+
+def build_plain_worker(websocket: Any, serializer: Any, audio: Any) -> PipelineWorker:
+    """The textbook pipeline of one call (transport, VAD/STT, aggregators, LLM, TTS) in its worker.
+
+    Args:
+        websocket: The call's accepted WebSocket.
+        serializer: The provider's frame serializer.
+        audio: The built audio stack (``AudioStack.build()``).
+    """
     from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
     from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
     from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
     domain = billing_domain()
     state = CallState(call_id="plain", slot_model=domain.slot_model)
-    audio = await asyncio.to_thread(stack.build)
     transport = FastAPIWebsocketTransport(
         cast(Any, websocket),
         FastAPIWebsocketParams(audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
@@ -145,9 +165,7 @@ async def run_plain_call(websocket: Any, serializer: Any, stack: AudioStack) -> 
         pipeline, params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
         enable_rtvi=False, idle_timeout_secs=None, enable_turn_tracking=False, check_dangling_tasks=False,
     )
-    runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
-    await runner.add_workers(worker)
-    await runner.run()
+    return worker
 
 
 def warm_up(stack: AudioStack) -> None:

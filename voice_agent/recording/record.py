@@ -170,6 +170,7 @@ class CallRecorder:
         self._results_seen: set[str] = set()
         self._passes_seen = 0
         self._llm_failures_seen = 0
+        self._early_errors: list[tuple[int, str]] = []
 
     @property
     def current(self) -> TurnRecord | None:
@@ -184,6 +185,9 @@ class CallRecorder:
             self.close_turn()
         record = TurnRecord(turn=turn, started=now)
         self.turns.append(record)
+        # Errors of this turn seen before the LLM got its context (the recognizer's, the retrieval stage's).
+        record.errors.extend(message for at, message in self._early_errors if at == turn)
+        self._early_errors = [(at, message) for at, message in self._early_errors if at > turn]
         return record
 
     def context_received(self, messages: Sequence[Mapping[str, Any]], now: float | None = None) -> None:
@@ -254,11 +258,23 @@ class CallRecorder:
         if not refused:
             self._tool_values.update(canonical(v) for v in _leaves(result))
 
-    def error(self, message: str) -> None:
-        """The pipeline reported an error."""
+    def error(self, message: str, turn: int | None = None) -> None:
+        """The pipeline reported an error, in ``turn`` (None: the turn whose record is open).
+
+        An error of a turn whose record is not open yet (the LLM has not received its context) joins
+        that turn's record when it opens, not the previous one's; one of an earlier turn joins that turn's.
+        """
         self.errors.append(message)
-        if self.current is not None:
-            self.current.errors.append(message)
+        current = self.current
+        if turn is None or (current is not None and current.turn == turn):
+            if current is not None:
+                current.errors.append(message)
+            return
+        if current is None or turn > current.turn:
+            self._early_errors.append((turn, message))
+            return
+        earlier = next((r for r in reversed(self.turns) if r.turn == turn), current)
+        earlier.errors.append(message)
 
     def close_turn(self) -> TurnRecord | None:
         """Completes the current turn's record from the call's logs and the words heard (idempotent)."""

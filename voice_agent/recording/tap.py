@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pipecat.frames.frames import ErrorFrame, Frame, FunctionCallResultFrame, LLMContextFrame, TextFrame
+from pipecat.frames.frames import ErrorFrame, Frame, FunctionCallResultFrame, LLMContextFrame, LLMTextFrame
 from pipecat.processors.frame_processor import FrameProcessor
 
 from voice_agent.recording.record import CallRecorder
@@ -54,7 +54,9 @@ class RecorderTap:
                                       frame.result)
 
     def _spoken(self, _guard: FrameProcessor, frame: Frame) -> None:
-        if isinstance(frame, TextFrame):
+        # The handler is not told the direction: LLMTextFrame is what the guard releases downstream (it passes
+        # other text frames on either way, e.g. a transcription or the TTS's words going upstream).
+        if isinstance(frame, LLMTextFrame):
             self.recorder.agent_words(time.perf_counter())
 
     async def _pipeline_error(self, _worker: Any, frame: ErrorFrame) -> None:
@@ -62,4 +64,6 @@ class RecorderTap:
             return
         self._errors_seen.add(frame.id)
         prefix = "LLM error: " if frame.processor is self._llm else ""
-        self.recorder.error(f"{prefix}{frame.error}")
+        # Against the call's turn in progress (opened by the caller's final words), which may be ahead of the
+        # recorder's open record when the error comes before the LLM's context (the recognizer, retrieval).
+        self.recorder.error(f"{prefix}{frame.error}", max(self.recorder.session.turn, 1))

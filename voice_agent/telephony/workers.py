@@ -147,6 +147,8 @@ def _supervise(processes: list[Any], readiness: dict[Connection, int], stopping:
                     item.recv()
                 except (EOFError, OSError):
                     continue  # it died before it was ready: its sentinel says how
+                finally:
+                    item.close()
                 ready += 1
                 say(f"worker-{index} ready ({ready}/{len(processes)})")
                 continue
@@ -157,7 +159,8 @@ def _supervise(processes: list[Any], readiness: dict[Connection, int], stopping:
             status = exit_status(process.exitcode)
             if stopping and status == 0:
                 continue
-            how = f"killed by {signal.Signals(status - 128).name}" if status > 128 else f"exited with {status}"
+            code = process.exitcode or 0
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {status}"
             say(f"{process.name} (pid {process.pid}) {how}" + ("" if stopping else "; stopping the other workers"))
             failure = failure or status or 1
             if not stopping:

@@ -19,6 +19,7 @@ from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.corrections import keeps_until, lifts
 from voice_agent.core.dates.extract import weekdays_allowed
 from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
+from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLane
 
@@ -231,6 +232,9 @@ class DateGuard:
         # appended since the last one and the context stage stays flat however long the call is.
         self._lane_read = _LaneRead()
         self._caller_constraints: dict[DateBinding, tuple[int, int, list[tuple[int, DateConstraint]]]] = {}
+        # Caller words read at an interim transcript, keyed by everything the read depends on: the words, the
+        # reference date and the agent's words before them (which give a bare day its topic and role).
+        self.caller_ahead: ReadAhead[tuple[str, date, str], tuple[DateConstraint, ...]] = ReadAhead()
 
     # -- reading the lane --------------------------------------------------------------------------------------------
 
@@ -258,10 +262,11 @@ class DateGuard:
             said = self._said.get(entry.index)
             context = asked if entry.kind is EntryKind.CALLER else ""
             if said is None or said.text != entry.text or said.kind is not entry.kind or said.asked != context:
-                found = extract_constraints(entry.text, self.reference)
-                if context:
-                    found = [_in_answer_to(context, c) for c in found]
-                said = _Said(entry.index, entry.turn, entry.kind, entry.text, tuple(found), context)
+                found = (self.caller_ahead.take((entry.text, self.reference, context))
+                         if entry.kind is EntryKind.CALLER else None)
+                if found is None:
+                    found = self._constraints_of(entry.text, context)
+                said = _Said(entry.index, entry.turn, entry.kind, entry.text, found, context)
                 self._said[entry.index] = said
             if entry.kind is EntryKind.AGENT:
                 asked = entry.text
@@ -269,12 +274,35 @@ class DateGuard:
         read.advance(new[-1], asked)
         return read.said
 
+    def _constraints_of(self, text: str, asked: str) -> tuple[DateConstraint, ...]:
+        """The constraints in ``text``, a bare day taking its topic and role from ``asked`` (the agent's words)."""
+        found = extract_constraints(text, self.reference)
+        if asked:
+            found = [_in_answer_to(asked, c) for c in found]
+        return tuple(found)
+
     def read_ahead(self, transcript: TranscriptLane) -> None:
         """Reads now what was appended since the last read, so the next check or context build need not.
 
         For the agent's reply as it is recorded: the caller is listening then, nobody is waiting on it.
         """
         self._read_shared(transcript)
+
+    def read_ahead_caller(self, text: str, transcript: TranscriptLane) -> None:
+        """Reads the caller's words before they are final (an interim transcript), as their turn will read them.
+
+        The read is kept (the last few, see :class:`~voice_agent.core.read_ahead.ReadAhead`) under the words,
+        the reference date and the agent's words before them as the lane has them now; a final with the same
+        key takes it instead of extracting. A final that differs in any of them is read as usual.
+
+        Args:
+            text: The caller's words so far, exactly as the turn will record them.
+            transcript: The call's lane (read up to its end first, so the agent's words before are current).
+        """
+        self._read_shared(transcript)
+        key = (text, self.reference, self._lane_read.asked)
+        if key not in self.caller_ahead:
+            self.caller_ahead.put(key, self._constraints_of(text, key[2]))
 
     def constraints(self, transcript: TranscriptLane) -> list[tuple[int, DateConstraint]]:
         """Every binding constraint the caller stated, as ``(turn, constraint)``, oldest first."""
