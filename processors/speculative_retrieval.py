@@ -3,8 +3,11 @@
 A thin adapter over :class:`voice_agent.retrieval.speculative.SpeculativeRetriever`:
 
 * ``InterimTranscriptionFrame``: schedules a debounced background retrieval (a task of this processor); in audio
-  mode (once a ``VADUserStartedSpeakingFrame`` has passed) an interim arriving when every utterance the VAD
-  started has had its final (a late partial decode) is ignored, so it is never charged to the next turn;
+  mode (once a ``VADUserStartedSpeakingFrame`` has passed) an interim arriving after the final of the utterance
+  the VAD last started (a late partial decode) is ignored, so it is never charged to the next turn. One flag per
+  utterance, set open at each VAD start and closed by a final arriving after its VAD stop (one arriving while the
+  VAD hears speech is an earlier utterance's, queued): a segment Whisper finds empty (a cough) gets no final at
+  all, so counting starts against finals would never return to zero;
 * ``TranscriptionFrame`` (audio mode) and ``LLMMessagesAppendFrame`` with user messages (text mode): takes the
   final text, gets the chunks (cached hit or critical-path retrieval) and sets ``session.retrieved`` and
   ``session.pending_retrieval`` *before* forwarding the frame, so the context assembled for this turn has them;
@@ -28,6 +31,7 @@ from pipecat.frames.frames import (
     LLMMessagesAppendFrame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
@@ -87,8 +91,9 @@ class SpeculativeRetrieval(FrameProcessor):
         super().__init__(**kwargs)
         self._session = session
         self._speculate = speculate
-        # Utterances the VAD started that have no final yet; None until a VAD frame passes (text mode).
-        self._open_utterances: int | None = None
+        # Whether the utterance the VAD last started has no final yet; None until a VAD frame passes (text mode).
+        self._utterance_open: bool | None = None
+        self._vad_speaking = False
         self.retriever = SpeculativeRetriever(searcher, config, spawn=self._spawn)
 
     def _spawn(self, coroutine: Any) -> Any:
@@ -99,14 +104,16 @@ class SpeculativeRetrieval(FrameProcessor):
         await super().process_frame(frame, direction)
         if direction is FrameDirection.DOWNSTREAM:
             if isinstance(frame, InterimTranscriptionFrame):
-                if self._speculate and self._open_utterances != 0:
+                if self._speculate and self._utterance_open is not False:
                     self.retriever.on_interim(frame.text)
             elif isinstance(frame, TranscriptionFrame):
-                if self._open_utterances:
-                    self._open_utterances -= 1
+                if self._utterance_open is not None and not self._vad_speaking:
+                    self._utterance_open = False
                 await self._final(frame.text)
             elif isinstance(frame, VADUserStartedSpeakingFrame):
-                self._open_utterances = (self._open_utterances or 0) + 1
+                self._utterance_open, self._vad_speaking = True, True
+            elif isinstance(frame, VADUserStoppedSpeakingFrame):
+                self._vad_speaking = False
             elif isinstance(frame, LLMMessagesAppendFrame):
                 text = _user_text(frame)
                 if text:

@@ -4,7 +4,8 @@ Run: ``.venv/bin/python scripts/bench_interims.py [--scenario bridge_smoke] [--l
 
 Every caller line of the scenario is synthesised with Piper (the emulated caller's voice), framed in 20 ms and fed
 to :class:`~voice_agent.audio.interims.GrowingSegment` as the served call would, with the VAD's start and stop
-placed at the speech's edges (the stop half a second after it, the stack's ``vad_stop_secs``). A due partial is
+placed at the speech's edges (the stop half a second, the stack's ``vad_stop_secs``, after its last frame above
+the VAD's level). A due partial is
 decoded at once with the Whisper service's own final decode (``final_text``: the shared tiny.en model, pipecat's
 options and padding) and the feed advances by the decode's wall time before the next can start, as on the live
 call, where audio keeps coming while a partial runs. Three ways of getting the final, side by side:
@@ -12,7 +13,7 @@ call, where audio keeps coming while a partial runs. Three ways of getting the f
 * ``off`` (the baseline, ``--no-interims``): pipecat's decode of the whole segment at the VAD stop;
 * ``on, no reuse`` (interims as first landed): the partials, then that same final decode, after any partial still
   running at the stop (the model runs one call at a time);
-* ``on, reuse`` (the stack now): the partials; at the stop a partial covering the segment is the final (waited
+* ``on, reuse`` (the stack now): the partials; at the stop a partial covering the segment stands for the final (waited
   for if still running), otherwise the final is decoded as in ``on, no reuse``.
 
 "final after stop" is the time from the VAD stop to the final's text on that timeline (decode wall times measured
@@ -38,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from voice_agent.audio.codec import Int16Array, resample  # noqa: E402
-from voice_agent.audio.interims import GrowingSegment, InterimSettings  # noqa: E402
+from voice_agent.audio.codec import Int16Array, resample, rms_dbfs  # noqa: E402
+from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial  # noqa: E402
 from voice_agent.audio.stack import AudioStack, caller_voice  # noqa: E402
 from voice_agent.audio.whisper_stt import make_whisper_stt  # noqa: E402
 from voice_agent.retrieval.speculative import normalise  # noqa: E402
@@ -76,25 +77,36 @@ def run_line(speech: Int16Array, settings: InterimSettings, decode: Callable[[by
     segment = GrowingSegment(settings, RATE)
     audio = np.concatenate([np.zeros(RATE // 2, np.int16), speech, np.zeros(RATE, np.int16)])
     start = RATE // 2 + int(0.2 * RATE)  # the VAD's start delay
-    stop = RATE // 2 + len(speech) + int(AudioStack().vad_stop_secs * RATE)
+    # The speech's end: its last frame the VAD hears (Piper ends a line in near-silence, which the VAD counts as
+    # silence and its wait for the stop starts in).
+    voiced = [i for i in range(0, len(speech) - FRAME + 1, FRAME)
+              if rms_dbfs(speech[i : i + FRAME]) >= settings.pause_dbfs]
+    end = voiced[-1] + FRAME if voiced else len(speech)
+    stop = RATE // 2 + end + int(AudioStack().vad_stop_secs * RATE)
     partials: list[tuple[str, float]] = []
     busy_until = -1  # sample index until which a running partial keeps the decoder
     pending = None
+    partial_wall = 0.0
     for at in range(0, stop, FRAME):
         if at >= start and not segment.speaking:
             segment.start()
         segment.add(audio[at : at + FRAME].astype("<i2").tobytes())
         if pending is not None and at >= busy_until:
-            segment.finish(pending)
+            segment.finish(pending, partial_wall)  # the next waits as long as this one took (back-pressure)
             pending = None
         if pending is None and segment.due():
             pending = segment.take()
-            text, cpu, wall = _timed(decode, pending.heard)
+            text, cpu, partial_wall = _timed(decode, pending.heard)
             partials.append((text, cpu))
-            busy_until = at + int(wall * RATE)
+            busy_until = at + int(partial_wall * RATE)
     covering = segment.stop()
     # pipecat's segment: a second before the VAD start, up to the stop (the service pads it itself)
-    final, final_cpu, final_wall = _timed(decode, audio[max(0, start - RATE) : stop].astype("<i2").tobytes())
+    pcm = audio[max(0, start - RATE) : stop].astype("<i2").tobytes()
+    if covering is not None:  # the service's claim: the partial's audio, then no more quiet than it assumed
+        handoff: FinalHandoff[Partial] = FinalHandoff()
+        handoff.offer(covering, covering)
+        covering = handoff.claim(pcm)
+    final, final_cpu, final_wall = _timed(decode, pcm)
     still_busy = max(0, busy_until - stop) / RATE  # a partial running at the stop holds the model this long
     reuse_wait = still_busy if covering is not None else still_busy + final_wall
     reused_text = partials[-1][0] if covering is not None else final

@@ -102,7 +102,7 @@ def test_partials_run_at_pauses_and_on_a_timer_for_long_turns_never_two_at_once(
     segment.add(_loud(2.0))
     late = segment.take()
     assert segment.stop() is late
-    assert segment.finish(late)  # after the VAD stop it covers the segment: the same text as the final
+    assert not segment.finish(late)  # it covers the segment, but after the stop the final carries its text
     segment.start()
     segment.add(_loud(2.0))
     stale = segment.take()
@@ -139,9 +139,43 @@ def test_the_handoff_gives_a_result_only_to_the_segment_that_starts_with_its_aud
     handoff.offer(partial, "hello")
     other = bytes(SECOND) + _loud(0.5) + bytes(SECOND)  # another pre-roll or another utterance's audio
     assert handoff.claim(other) is None
-    assert handoff.claim(partial.audio + bytes(SECOND)) == "hello"  # its audio, then only quiet and padding
+    assert partial.silence == SECOND // 2  # decoded as if the VAD's half second of quiet followed
+    longer = partial.audio + bytes(SECOND // 2 + 5 * 1024) + bytes(SECOND)  # the VAD waited longer: it heard more
+    assert handoff.claim(longer, padding=SECOND) is None
+    assert handoff.claim(partial.audio + bytes(SECOND // 2 + 1024) + bytes(SECOND), padding=SECOND) == "hello"
     assert handoff.claim(partial.audio + bytes(SECOND)) is None  # claimed once
     assert (handoff.offered, handoff.claimed) == (1, 1)
+
+
+def test_the_pause_level_is_the_vads_speech_level_or_lower() -> None:
+    from pipecat.audio.vad.vad_analyzer import VAD_MIN_VOLUME
+
+    from voice_agent.audio.interims import VAD_MIN_VOLUME as OURS
+    from voice_agent.audio.interims import pause_dbfs_for
+
+    assert OURS == VAD_MIN_VOLUME and InterimSettings().pause_dbfs == pause_dbfs_for(VAD_MIN_VOLUME) == -50.0
+    assert pause_dbfs_for(0.4) == -70.0 and pause_dbfs_for(0.8) == -50.0
+
+
+def test_partials_wait_their_own_decode_time_and_the_timer_stops_on_long_segments() -> None:
+    settings = InterimSettings(interval_secs=1.0, timed_after_secs=2.0, timed_until_secs=5.0)
+    segment = GrowingSegment(settings, RATE)
+    segment.start()
+    segment.add(_loud(2.0))
+    first = segment.take()
+    segment.add(_loud(1.5))
+    segment.finish(first, decode_secs=1.0)  # a slow decode: the model is shared, give it a second
+    segment.add(_loud(0.5))
+    assert not segment.due()  # 1.5 s new audio, but only 0.5 s idle since the last partial
+    segment.add(bytes(SECOND // 4))
+    assert segment.due()  # a pause's partial (it may stand for the final) does not wait
+    segment.add(_loud(0.25))
+    assert segment.due()  # a second idle: the timer's partial may run
+    segment.finish(segment.take())
+    segment.add(_loud(1.5))
+    assert not segment.due()  # 6 s: past timed_until, no more timed partials
+    segment.add(bytes(SECOND // 4))
+    assert segment.due()  # a pause still starts one
 
 
 # -- the final reuses a covering partial (the real service's code, a fake model) --------------------------------------
@@ -175,10 +209,11 @@ def _audio(pcm: bytes) -> list[Frame]:
     return [InputAudioRawFrame(pcm[i : i + 640], RATE, 1) for i in range(0, len(pcm), 640)]
 
 
-async def _call(frames: list[Frame], model: CountingModel, reuse: bool = True) -> tuple[list[str], list[str]]:
+async def _call(frames: list[Frame], model: CountingModel, reuse: bool = True,
+                reuse_wait_secs: float = 3.0) -> tuple[list[str], list[str]]:
     """Runs the interims processor and the real Whisper service (its model replaced); interims and finals."""
     handoff: FinalHandoff[FinalResult] | None = FinalHandoff() if reuse else None
-    stt = make_whisper_stt(handoff=handoff)
+    stt = make_whisper_stt(handoff=handoff, reuse_wait_secs=reuse_wait_secs)
     stt._model = model
     interims = WhisperInterims(stt.final_text, handoff)
     down, _ = await run_test(Pipeline([interims, stt]), frames_to_send=frames,
@@ -196,7 +231,7 @@ def _turn(*parts: list[Frame]) -> list[Frame]:
 
 async def test_the_final_reuses_a_partial_that_covers_the_segment_one_decode_fewer_same_text() -> None:
     turn = _turn(_audio(_loud(1.0) + bytes(SECOND * 3 // 10)), [SleepFrame(0.2)],  # a pause: the partial
-                 _audio(bytes(SECOND * 3 // 10)))  # then only quiet until the VAD stop
+                 _audio(bytes(SECOND * 2 // 10)))  # then only the quiet the partial was padded with
     reused, fresh = CountingModel(), CountingModel()
     interims, finals = await _call(turn, reused)
     _, fresh_finals = await _call(turn, fresh, reuse=False)
@@ -220,8 +255,76 @@ async def test_a_covering_partial_still_decoding_at_the_stop_is_awaited_not_deco
     model = CountingModel(secs_per_decode=0.4)
     started = time.perf_counter()
     interims, finals = await _call(_turn(_audio(_loud(1.0) + bytes(SECOND * 4 // 10))), model)
-    assert model.decodes == 1 and finals == [" 50 voiced frames. "] and interims == ["50 voiced frames."]
+    assert model.decodes == 1 and finals == [" 50 voiced frames. "]
+    assert interims == []  # it ended after the stop: its text comes as the final, never as an interim after it
     assert time.perf_counter() - started < 1.5  # one decode's wait, not two
+
+
+async def test_a_covering_partial_stuck_past_the_wait_gives_way_to_a_fresh_decode() -> None:
+    model = CountingModel(secs_per_decode=0.4)
+    _, finals = await _call(_turn(_audio(_loud(1.0) + bytes(SECOND * 4 // 10))), model, reuse_wait_secs=0.05)
+    assert model.decodes == 2 and finals == [" 50 voiced frames. "]  # waited 50 ms, then decoded the segment
+
+
+def _at_dbfs(secs: float, dbfs: float) -> bytes:
+    t = np.arange(int(secs * RATE)) / RATE
+    amplitude = 32768 * 10 ** (dbfs / 20) * np.sqrt(2)  # a sine's RMS is its peak over sqrt 2
+    return bytes((amplitude * np.sin(2 * np.pi * 200 * t)).astype("<i2"))
+
+
+async def test_quiet_trailing_speech_the_vad_still_hears_gets_a_fresh_final() -> None:
+    model = CountingModel()
+    pause = _audio(_loud(1.0) + bytes(SECOND * 3 // 10))
+    soft = _audio(_at_dbfs(0.6, -48.0))  # over the VAD's min_volume: speech to it, however quiet
+    _, finals = await _call(_turn(pause, [SleepFrame(0.2)], soft), model)
+    assert model.decodes == 2 and len(finals) == 1  # the partial before the soft words is not the final
+
+
+async def test_a_partial_is_skipped_while_another_calls_final_holds_the_model() -> None:
+    from voice_agent.audio.whisper_stt import decoding, whisper_busy
+
+    decoded: list[bytes] = []
+
+    def decode(pcm: bytes) -> str:
+        decoded.append(pcm)
+        return "hi"
+
+    turn = _turn(_audio(_loud(1.0) + bytes(SECOND * 3 // 10)))
+    with decoding():  # another call's final is decoding on the shared model
+        assert whisper_busy()
+        interims = WhisperInterims(decode)
+        await run_test(Pipeline([interims]), frames_to_send=turn,
+                       pipeline_params=PipelineParams(audio_in_sample_rate=RATE))
+    assert not whisper_busy() and interims.decodes == 0 and interims.skipped > 0 and decoded == []
+    free = WhisperInterims(decode)
+    await run_test(Pipeline([free]), frames_to_send=turn, pipeline_params=PipelineParams(audio_in_sample_rate=RATE))
+    assert free.decodes == 1 and free.skipped == 0 and len(decoded) == 1
+
+
+@pytest.mark.parametrize("how", ["raises", "cancelled"])
+async def test_a_failed_or_cancelled_partial_leaves_no_partial_in_flight(how: str) -> None:
+    def decode(pcm: bytes) -> str:
+        if how == "raises":
+            raise RuntimeError("model broke")
+        time.sleep(0.3)
+        return "late"
+
+    interims = WhisperInterims(decode)
+    segment = interims._segment
+    segment.start()
+    segment.add(_loud(2.0))
+    partial = segment.take()
+    result: FinalResult = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(interims._decode(partial, result))
+    if how == "cancelled":
+        await asyncio.sleep(0.05)
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert result.done() and result.result() is None  # a final waiting on it decodes the segment itself
+    segment.add(_loud(0.5))
+    segment.add(bytes(SECOND // 4))
+    assert segment.due()  # the next partial may run (at the caller's next pause)
+    assert interims.interims == 0
 
 
 # -- the speculation budget ------------------------------------------------------------------------------------------
@@ -284,8 +387,8 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
         offered.append(partial)
         offer(self, partial, result)
 
-    def recording_claim(self: FinalHandoff[Any], segment: bytes) -> Any:
-        result = claim(self, segment)
+    def recording_claim(self: FinalHandoff[Any], segment: bytes, padding: int = 0) -> Any:
+        result = claim(self, segment, padding)
         if result is not None:
             claimed.append(segment)
         return result
@@ -347,3 +450,29 @@ async def test_a_partial_landing_after_the_final_is_not_charged_to_the_next_turn
     assert second.interims == 0 and second.searches == 1  # the late partial was dropped, not counted here
     assert third.interims == 1 and third.status == "hit"
     assert searcher.queries == ["what hours are your lines open", "Okay.", "and can i pay by direct debit"]
+
+
+async def test_a_segment_with_no_final_does_not_turn_the_late_interim_guard_off() -> None:
+    searcher = Searcher()
+    retrieval = SpeculativeRetrieval(Sink(), searcher, BUDGETED_SPECULATION)
+    frames: list[Frame] = [
+        VADUserStartedSpeakingFrame(), VADUserStoppedSpeakingFrame(), SleepFrame(0.1),  # a cough: no final at all
+        VADUserStartedSpeakingFrame(), InterimTranscriptionFrame("what hours are your lines open", "", "t"),
+        SleepFrame(0.1), VADUserStoppedSpeakingFrame(), TranscriptionFrame("What hours are your lines open?", "", "t"),
+        SleepFrame(0.1),
+        InterimTranscriptionFrame("can i pay my bill by direct debit", "", "t"), SleepFrame(0.1),  # late: dropped
+        VADUserStartedSpeakingFrame(), VADUserStoppedSpeakingFrame(), TranscriptionFrame("Okay.", "", "t"),
+    ]
+    await run_test(retrieval, frames_to_send=frames)
+    first, second = retrieval.retriever.turns
+    assert first.interims == 1 and second.interims == 0
+    assert searcher.queries == ["what hours are your lines open", "Okay."]
+
+
+def test_the_new_word_gate_counts_an_account_id_but_not_filler() -> None:
+    from voice_agent.retrieval.speculative import content_words, normalise_tokens
+
+    said = frozenset(normalise_tokens("Hi hello, I don't know what's my account ID? Yeah, sure, thanks"))
+    assert content_words(said) == {"account", "id"}
+    filler = frozenset(normalise_tokens("I can't get one, that's why I want and need it, you're sure when, where"))
+    assert content_words(filler) == frozenset()

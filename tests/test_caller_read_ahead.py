@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
+from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame, VADUserStartedSpeakingFrame
 from pipecat.tests.utils import run_test
 
 from processors.caller_read_ahead import CallerReadAhead
@@ -153,14 +153,17 @@ class _Reader:
             raise RuntimeError("broken read")
 
 
-@pytest.mark.parametrize("fail", [False, True])
-async def test_the_processor_reads_each_interim_and_forwards_every_frame(fail: bool) -> None:
+@pytest.mark.parametrize(("fail", "audio"), [(False, True), (True, True), (False, False)])
+async def test_the_processor_reads_each_interim_of_an_audio_call_and_forwards_every_frame(
+    fail: bool, audio: bool
+) -> None:
     reader = _Reader(fail)
     frames: list[Any] = [InterimTranscriptionFrame("not on", "u", ""),
                          InterimTranscriptionFrame("not on a Tuesday", "u", ""),
                          TranscriptionFrame("not on a Tuesday", "u", "")]
-    down, _ = await run_test(CallerReadAhead(reader), frames_to_send=frames,
-                             expected_down_frames=[InterimTranscriptionFrame, InterimTranscriptionFrame,
-                                                   TranscriptionFrame])
-    assert reader.read == ["not on", "not on a Tuesday"]
-    assert [f.text for f in down] == ["not on", "not on a Tuesday", "not on a Tuesday"]
+    vad: list[Any] = [VADUserStartedSpeakingFrame()] if audio else []  # text mode: no VAD, nothing read
+    down, _ = await run_test(CallerReadAhead(reader), frames_to_send=vad + frames,
+                             expected_down_frames=[type(f) for f in vad + frames])
+    assert reader.read == (["not on", "not on a Tuesday"] if audio else [])
+    assert [f.text for f in down if not isinstance(f, VADUserStartedSpeakingFrame)] == [
+        "not on", "not on a Tuesday", "not on a Tuesday"]

@@ -2,18 +2,24 @@
 
 Whisper transcribes a whole segment at the VAD stop, so on its own it says nothing while the caller speaks.
 :class:`GrowingSegment` keeps the same audio Whisper's service keeps (a pre-roll before the VAD start, then
-everything until the stop) and says when a partial decode is due, never while one runs:
+everything until the stop) and says when a partial decode is due, never while one runs, and on the timer never
+sooner after one than that partial's own decode took (back-pressure: on a busy CPU timed partials thin out rather
+than queue; a pause's partial, the one that may stand for the final, only waits for the running one):
 
 * at a pause (a quarter second under the level threshold after new speech): the caller may have finished, and
   this partial then holds every word the final will, a good half second before the VAD's stop starts the final;
-* every ``interval_secs`` of new audio once the segment is long, so a long turn is heard as it goes.
+* every ``interval_secs`` of new audio once the segment is long (up to ``timed_until_secs``), so a long turn is
+  heard as it goes.
 
-A partial is decoded exactly as the final is (the same model, options and trailing silence), so when no voiced
-audio came after it, only the quiet before the VAD's stop, it *is* the final: :meth:`GrowingSegment.stop`
-names that covering partial and :class:`FinalHandoff` hands its result to the final recogniser, which then uses
-it (or waits for it, if it is still decoding) instead of decoding the segment a second time. A partial costs one
-Whisper pass (about 0.5 s of CPU for tiny.en on two busy cores whatever the segment's length: the encoder always
-reads 30 s), hence no partials on a timer for short turns; a covering one costs nothing extra.
+A partial is decoded with the final's model, options and trailing silence, as if the caller stopped at its end.
+When nothing but the expected quiet came after it (no more than the quiet the VAD still waited for),
+:meth:`GrowingSegment.stop` names that covering partial and :class:`FinalHandoff` hands its result to the final
+recogniser, which then uses it (or waits for it, if it is still decoding) instead of decoding the segment a
+second time. The reused text is the partial's decode of the audio up to the pause (padded with silence), not a
+decode of the longer segment the VAD closed: the two usually agree but can differ slightly (seen: "ours" for
+"hours"). A partial costs one Whisper pass: about 0.5 s of CPU for tiny.en on two busy cores for any segment up
+to 30 s (the encoder always reads a 30 s window; longer segments take several windows), hence no partials on a
+timer for short turns; a covering one costs nothing extra.
 
 Pure Python over 16-bit mono PCM bytes; ``processors/whisper_interims.py`` is the pipeline adapter and
 ``voice_agent/audio/whisper_stt.py`` the final recogniser that claims the handoff.
@@ -28,7 +34,23 @@ import numpy as np
 
 from voice_agent.audio.codec import rms_dbfs
 
+VAD_MIN_VOLUME = 0.6
+"""pipecat's default ``VADParams.min_volume`` (``pipecat.audio.vad.vad_analyzer.VAD_MIN_VOLUME``)."""
+
 T = TypeVar("T")
+
+VAD_FRAME_BYTES = 512 * 2
+"""One Silero VAD frame of 16 kHz 16-bit PCM (512 samples): the VAD's stop is only this exact."""
+
+
+def pause_dbfs_for(min_volume: float) -> float:
+    """The level under which audio is quiet to the partials, from the VAD's ``VADParams.min_volume``.
+
+    pipecat's VAD counts audio as speech down to ``min_volume`` of its loudness scale (-110 to -10 LUFS, see
+    ``pipecat.audio.utils.calculate_audio_volume``): 0.6 is -50 LUFS. A partial may only treat as a pause what
+    the VAD also does, so the level is that, and never above -50.
+    """
+    return min(-50.0, -110.0 + 100.0 * min_volume)
 
 
 @dataclass(frozen=True)
@@ -38,9 +60,11 @@ class InterimSettings:
     Attributes:
         interval_secs: Least new audio between the starts of two timed partial decodes.
         timed_after_secs: Audio in the segment (pre-roll included) before partials on the timer start.
+        timed_until_secs: Audio in the segment after which partials on the timer stop (a pause still starts
+            one): past Whisper's 30 s window a decode costs a window more each 30 s.
         pause_secs: Quiet after speech that starts a partial at once.
         pause_dbfs: Level under which audio counts as quiet (also: what may follow a partial that covers the
-            segment).
+            segment); the VAD's speech level (:func:`pause_dbfs_for`) or lower.
         min_secs: Least audio in the segment (pre-roll included) for any partial.
         preroll_secs: Audio kept before the VAD start: the final recogniser's (pipecat keeps one second), or no
             partial can cover its segment.
@@ -51,8 +75,9 @@ class InterimSettings:
 
     interval_secs: float = 1.5
     timed_after_secs: float = 3.0
+    timed_until_secs: float = 25.0
     pause_secs: float = 0.25
-    pause_dbfs: float = -45.0
+    pause_dbfs: float = pause_dbfs_for(VAD_MIN_VOLUME)
     min_secs: float = 1.5
     preroll_secs: float = 1.0
     vad_stop_secs: float = 0.5
@@ -105,6 +130,8 @@ class GrowingSegment:
         self._preroll_bytes = int(settings.preroll_secs * sample_rate) * 2
         self._speaking = False
         self._in_flight = False
+        self._idle_needed = 0  # bytes of audio to hear after a partial ends before the next: its decode time
+        self._idle_heard = 0
         self._decoded_upto = 0
         self._quiet_bytes = 0
         self._speech_since_decode = False
@@ -127,6 +154,7 @@ class GrowingSegment:
         self._decoded_upto = 0
         self._speech_since_decode = True  # the VAD heard speech: the pre-roll ends in it
         self._quiet_bytes = 0
+        self._idle_needed = 0
         self._covering = None
 
     def stop(self) -> Partial | None:
@@ -149,6 +177,7 @@ class GrowingSegment:
     def add(self, audio: bytes) -> None:
         """Appends PCM; while quiet only the pre-roll is kept."""
         self._buffer += audio
+        self._idle_heard += len(audio)
         if not self._speaking:
             if len(self._buffer) > self._preroll_bytes:
                 del self._buffer[: len(self._buffer) - self._preroll_bytes]
@@ -169,7 +198,9 @@ class GrowingSegment:
             return False
         if self._speech_since_decode and self._quiet_bytes >= self.settings.pause_secs * rate_bytes:
             return True
-        if size < self.settings.timed_after_secs * rate_bytes:
+        if self._idle_heard < self._idle_needed:
+            return False
+        if not self.settings.timed_after_secs * rate_bytes <= size < self.settings.timed_until_secs * rate_bytes:
             return False
         return size - self._decoded_upto >= self.settings.interval_secs * rate_bytes
 
@@ -183,23 +214,31 @@ class GrowingSegment:
         self._last = Partial(self.utterance, self.decodes, bytes(self._buffer), still)
         return self._last
 
-    def finish(self, partial: Partial) -> bool:
-        """A partial decode ended; whether its text is still news (worth an interim transcript).
+    def finish(self, partial: Partial, decode_secs: float = 0.0) -> bool:
+        """A partial decode ended (done, failed or cancelled); whether its text is still news (an interim).
 
-        It is while the caller speaks, and after the VAD stop only if it covers the segment (the final then
-        carries the same text at once). A partial that ends after the stop without covering the segment decoded
-        older audio than the final does: a search on it would only compete with the final for the CPU. One
-        ending after the next utterance began is stale.
+        The next timed partial waits until as much audio as this decode took has been heard after it (idle time
+        for the model, which other calls share); a pause's partial does not.
+
+        It is while the caller speaks, never after the VAD stop: a covering partial's text is then the final's,
+        which the final recogniser pushes itself (an interim pushed now could reach the pipeline after it), and
+        any other decoded older audio than the final does (a search on it would only compete with the final for
+        the CPU). One ending after the next utterance began is stale.
+
+        Args:
+            partial: The partial handed out by :meth:`take`.
+            decode_secs: How long its decode took (0: no wait before the next).
         """
         self._in_flight = False
-        if partial.utterance != self.utterance:
-            return False
-        return self._speaking or partial is self._covering
+        self._idle_heard = 0
+        self._idle_needed = int(max(0.0, decode_secs) * self.sample_rate) * 2
+        return partial.utterance == self.utterance and self._speaking
 
 
 @dataclass(frozen=True)
 class _Offer(Generic[T]):
     audio: bytes
+    tail: int  # most bytes (before the padding) the segment may have after the audio
     result: T
 
 
@@ -209,28 +248,36 @@ class FinalHandoff(Generic[T]):
     The partials' side offers the result (typically a future) at the VAD stop; the final recogniser claims it
     with the segment it was about to decode. The claim only succeeds when the partial's audio is a prefix of that
     segment, so a final is never given a result of other audio (a different pre-roll, a segment of another
-    utterance still queued): it then decodes as it always did.
+    utterance still queued), and when what follows that prefix (padding aside) is no longer than the quiet the
+    partial was decoded with (the rest of the VAD's wait) plus ``slack``: more means the VAD still heard speech
+    after the partial, however quiet, and the final decodes the segment as it always did.
 
     Args:
         keep: Offers kept unclaimed (finals queued behind a slow one claim theirs later).
+        slack: Bytes the VAD's stop may come late by: four of its frames (128 ms) by default. Its stop time rounds
+            up to whole 32 ms frames, it sees audio a frame late, input frames are 20 ms, and its smoothed volume
+            outlasts the level this module measures: measured 69 ms late in the pipeline test, 23 and 51 ms in
+            ``scripts/bench_interims.py``. Speech the partial missed is longer than that.
     """
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 4, slack: int = 4 * VAD_FRAME_BYTES) -> None:
         self._offers: list[_Offer[T]] = []
         self._keep = keep
+        self._slack = slack
         self.offered = 0
         self.claimed = 0
 
     def offer(self, partial: Partial, result: T) -> None:
         """The segment of ``partial``'s utterance ended and ``partial`` covers it: ``result`` is its final."""
-        self._offers.append(_Offer(partial.audio, result))
+        self._offers.append(_Offer(partial.audio, partial.silence + self._slack, result))
         del self._offers[: -self._keep]
         self.offered += 1
 
-    def claim(self, segment: bytes) -> T | None:
-        """The result offered for ``segment`` (the final's PCM, padding included), or None: decode it."""
+    def claim(self, segment: bytes, padding: int = 0) -> T | None:
+        """The result offered for ``segment`` (the final's PCM, ``padding`` bytes of it appended), or None."""
         for i, offer in enumerate(self._offers):
-            if len(offer.audio) <= len(segment) and segment.startswith(offer.audio):
+            after = len(segment) - padding - len(offer.audio)
+            if 0 <= after <= offer.tail and segment.startswith(offer.audio):
                 del self._offers[: i + 1]  # older offers belong to segments already decoded
                 self.claimed += 1
                 return offer.result

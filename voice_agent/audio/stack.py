@@ -85,8 +85,10 @@ class AudioStack:
         script: Caller lines for the scripted STT.
         tone_secs_per_word: Length of the tone TTS's output per word.
         interims: Whisper only: interim transcripts while the caller speaks (partial decodes of the growing
-            segment at each pause and every 1.5 s of a long turn, about 0.5 s of CPU each), for speculative
-            retrieval; a partial covering the whole segment is the final (no second decode). False leaves
+            segment at each pause and every 1.5 s of a long turn up to 25 s, about 0.5 s of CPU each, skipped
+            while the process's model is busy), for speculative retrieval; a partial covering the whole segment
+            stands for the final (no second decode: its decode of the audio up to the pause, which can differ
+            slightly from a fresh decode of the longer segment, e.g. "ours" for "hours"). False leaves
             Whisper's final alone and every retrieval on the critical path.
     """
 
@@ -182,7 +184,7 @@ class AudioStack:
         stt: FrameProcessor
         interims: list[FrameProcessor] = []
         if self.stt is SttKind.WHISPER:
-            from voice_agent.audio.interims import FinalHandoff, InterimSettings
+            from voice_agent.audio.interims import FinalHandoff, InterimSettings, pause_dbfs_for
             from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
 
             handoff: FinalHandoff[FinalResult] | None = FinalHandoff() if self.interims else None
@@ -191,8 +193,10 @@ class AudioStack:
             if self.interims:
                 from processors.whisper_interims import WhisperInterims
 
-                # Partials decode as the final does, so one covering the segment is the final (decoded once).
-                settings = InterimSettings(vad_stop_secs=self.vad_stop_secs)
+                # Partials decode as the final does, so one covering the segment stands for the final (decoded
+                # once); quiet to them is what is quiet to the VAD (its min_volume), or soft last words are lost.
+                settings = InterimSettings(vad_stop_secs=self.vad_stop_secs,
+                                           pause_dbfs=pause_dbfs_for(VADParams().min_volume))
                 interims.append(WhisperInterims(whisper.final_text, handoff, settings, name="interims"))
         elif self.stt is SttKind.POCKETSPHINX:
             from voice_agent.audio.pocketsphinx_stt import PocketsphinxSTTService

@@ -43,11 +43,15 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 STOP_WORDS = frozenset({
     "a", "an", "the", "and", "or", "but", "so", "to", "of", "in", "on", "at", "for", "with", "from", "by", "is",
-    "are", "was", "were", "be", "been", "am", "it", "its", "this", "that", "my", "me", "i", "id", "im", "ive",
+    "are", "was", "were", "be", "been", "am", "it", "its", "this", "that", "my", "me", "i", "im", "ive",
     "you", "your", "we", "our", "can", "could", "would", "will", "do", "does", "did", "have", "has", "had", "just",
     "like", "please", "yes", "no", "okay", "ok", "well", "oh", "there", "what", "how", "about", "if", "not",
+    "dont", "cant", "whats", "thats", "youre", "hi", "hello", "thanks", "want", "need", "know", "get", "when",
+    "where", "why", "yeah", "sure", "one",
 })
-"""Words that do not make an interim worth a new search (:attr:`SpeculativeConfig.min_new_words`)."""
+"""Words that do not make an interim worth a new search (:attr:`SpeculativeConfig.min_new_words`), as
+:func:`normalise_tokens` spells them (apostrophes dropped). Not "id": "I'd" becomes it too, but here it is mostly
+an account or order ID, a word worth searching on."""
 
 SEARCH_BUDGET_PER_TURN = 2.0
 """Most searches (speculative and critical-path) a turn may cost on average."""
@@ -68,6 +72,11 @@ Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
 def normalise_tokens(text: str) -> list[str]:
     """Lower-case word tokens without punctuation or hesitation fillers (apostrophes inside words dropped)."""
     return [w.replace("'", "") for w in _WORD.findall(text.lower()) if w not in FILLERS]
+
+
+def content_words(tokens: frozenset[str]) -> frozenset[str]:
+    """The tokens that can make an interim worth a new search (those not in :data:`STOP_WORDS`)."""
+    return tokens - STOP_WORDS
 
 
 def normalise(text: str) -> str:
@@ -280,7 +289,7 @@ class SpeculativeRetriever:
         last = self._last_speculated
         if last is None:
             return True
-        if self.config.min_new_words and len(entry.tokens - last - STOP_WORDS) < self.config.min_new_words:
+        if self.config.min_new_words and len(content_words(entry.tokens - last)) < self.config.min_new_words:
             return False
         return jaccard(entry.tokens, last) < self.config.requery_below
 
