@@ -292,7 +292,7 @@ def test_a_worker_of_serve_workers_does_not_hand_over_even_on_the_redis_fleet(mo
 async def test_a_worker_waiting_for_another_ones_fleet_lock_keeps_its_event_loop_running(tmp_path: Path) -> None:
     path = tmp_path / "fleet.sqlite3"
     fleet = LocalFleet(path, "a", lock_timeout_secs=2.0)
-    other = sqlite3.connect(str(path), isolation_level=None)
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # another worker's write in progress
     ticks = 0
 
@@ -316,7 +316,7 @@ async def test_a_worker_waiting_for_another_ones_fleet_lock_keeps_its_event_loop
 async def test_an_unreadable_local_fleet_is_fleet_unavailable_and_calls_still_answers(tmp_path: Path) -> None:
     path = tmp_path / "fleet.sqlite3"
     fleet = LocalFleet(path, "a", lock_timeout_secs=0.05)
-    other = sqlite3.connect(str(path), isolation_level=None)
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     other.execute("BEGIN EXCLUSIVE")
     try:
         with pytest.raises(FleetUnavailable):
@@ -334,3 +334,23 @@ async def test_an_unreadable_local_fleet_is_fleet_unavailable_and_calls_still_an
         assert reply.status == 200 and "locked" in body["fleet"]["error"], body
     finally:
         other.close()
+
+
+def test_workers_opening_the_fleet_file_together_all_start(tmp_path: Path) -> None:
+    import sqlite3
+    import threading
+
+    from voice_agent.telephony.local_fleet import LocalFleet
+
+    path = tmp_path / "fleet.sqlite3"
+    # Another worker holds the file mid-transaction while this one starts: it waits, then starts.
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        fleet = LocalFleet(path, "w1", lock_timeout_secs=0.1)
+    finally:
+        release.join()
+        other.close()
+    assert fleet.worker == "w1"

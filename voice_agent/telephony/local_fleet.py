@@ -56,11 +56,21 @@ class LocalFleet(Fleet):
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), timeout=lock_timeout_secs, isolation_level=None,
                                    check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # No fsync: the file lives as long as its supervisor, and a commit waiting for the disk would hold
-        # up this worker's event loop (every call's audio) and the other workers waiting for the lock.
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.executescript(_SCHEMA)
+        # Workers start together: switching the file to WAL needs it alone, and SQLite can answer "locked" at
+        # once instead of waiting, so the set-up is retried for a while (then the error is the worker's).
+        deadline = time.monotonic() + max(10.0, lock_timeout_secs)
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # No fsync: the file lives as long as its supervisor, and a commit waiting for the disk would hold
+                # up this worker's event loop (every call's audio) and the other workers waiting for the lock.
+                self._db.execute("PRAGMA synchronous=OFF")
+                self._db.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     async def reserve(self, reservation: FleetReservation, token: str, ttl_secs: float) -> bool:
         """Takes a fleet slot for the call and publishes its stream token; False: full (or the file failed)."""
