@@ -8,17 +8,9 @@ from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from voice_agent.core.caller_history import CallerHistoryReader
+from voice_agent.core.caller_history import CallerHistoryReader, message_text
 from voice_agent.policies.pipecat_builtin import is_pipecat_summary
 from voice_agent.session import CallSession
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multi-part content: keep the text parts
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 class CallerMessages:
@@ -46,16 +38,18 @@ class CallerMessages:
         Returns:
             The texts of the ``user`` messages not seen before, in order, pipecat's summary excluded.
         """
-        texts = []
-        for message in messages:
-            if not isinstance(message, dict) or message.get("role") != "user" or id(message) in self._seen:
+        # New caller messages are appended after every one seen, so the scan walks back from the end and stops
+        # at the newest caller message already seen: a turn costs what it added, not the call's length.
+        fresh = []
+        for message in reversed(messages):
+            if not isinstance(message, dict) or message.get("role") != "user":
                 continue
+            if id(message) in self._seen:
+                break
             self._seen.add(id(message))
             self._kept.append(message)
-            text = _text(message.get("content"))
-            if not is_pipecat_summary("user", text):
-                texts.append(text)
-        return texts
+            fresh.append(message_text(message.get("content")))
+        return [text for text in reversed(fresh) if not is_pipecat_summary("user", text)]
 
 
 class ContextAssembly(FrameProcessor):

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from voice_agent.audio.stack import AudioStack, caller_voice
+from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import open_store
-from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.emulator import request_twiml
 from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailable
 from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
 
+from .fakes.callers import tone_caller
 from .redis_server import redis_server
 
 LINES = ["Hi, is this the billing line?", "Thanks, that's all."]
@@ -39,17 +40,11 @@ async def worker(url: str, name: str, *, fleet_max: int = 0) -> AsyncIterator[tu
         yield running
 
 
-def caller(token: str | None = None, sid: str | None = None) -> TwilioCallerEmulator:
-    emulator = TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(speed=8.0, silence_secs=0.2,
-                                                                               ws_token=token))
-    if sid is not None:
-        emulator.call_sid = sid
-    return emulator
 
 
 async def test_a_stream_reaches_another_worker_than_the_webhook_and_is_taken_once(redis_url: str) -> None:
     async with worker(redis_url, "a") as (bridge_a, url_a), worker(redis_url, "b") as (bridge_b, url_b):
-        emulator = caller()
+        emulator = tone_caller()
         plan = await request_twiml(f"{url_a}/voice", emulator.config, emulator.call_sid)
         assert plan.stream_url is not None and plan.action_url == f"{url_a}/voice"
         token = plan.parameters["token"]
@@ -61,7 +56,7 @@ async def test_a_stream_reaches_another_worker_than_the_webhook_and_is_taken_onc
         assert len(ran_b) == 1 and ran_b[0].call_id == plan.parameters["call_id"]
         assert not [r for r in bridge_a.registry.all() if r.started is not None]
         # The token was taken: a second stream with it is refused on either worker.
-        again = await caller(token, emulator.call_sid).dial(url_a.replace("http://", "ws://") + "/ws", LINES[:1])
+        again = await tone_caller(token, emulator.call_sid).dial(url_a.replace("http://", "ws://") + "/ws", LINES[:1])
         assert again.status == "closed" and again.close_code == 1008
         fleet = bridge_b.config.fleet
         assert fleet is not None
@@ -71,10 +66,10 @@ async def test_a_stream_reaches_another_worker_than_the_webhook_and_is_taken_onc
 
 async def test_the_call_cap_is_fleet_wide_and_a_lapsed_hold_frees_its_slot(redis_url: str) -> None:
     async with worker(redis_url, "a", fleet_max=1) as (_a, url_a), worker(redis_url, "b", fleet_max=1) as (_b, url_b):
-        first = caller()
+        first = tone_caller()
         plan = await request_twiml(f"{url_a}/voice", first.config, first.call_sid)
         assert plan.stream_url is not None
-        second = caller()
+        second = tone_caller()
         busy = await request_twiml(f"{url_b}/voice", second.config, second.call_sid)
         assert busy.stream_url is None and "busy" in busy.said
         # A worker killed with kill -9 renews nothing: its hold lapses, and the slot is free again.

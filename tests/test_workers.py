@@ -21,14 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from voice_agent.audio.stack import AudioStack, caller_voice
+from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.emulator import CallResult, request_twiml
 from voice_agent.telephony.fleet import FleetReservation, FleetUnavailable
 from voice_agent.telephony.local_fleet import LocalFleet
 from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
 
+from .fakes.callers import tone_caller
 from .test_telephony_cli import APP, ROOT, free_port
 
 LINES = ["Hi, is this the billing line?"]
@@ -44,18 +45,12 @@ async def worker(path: Path, name: str) -> AsyncIterator[tuple[VoiceBridge, str]
         yield running
 
 
-def caller(token: str | None = None, sid: str | None = None) -> TwilioCallerEmulator:
-    emulator = TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(speed=8.0, silence_secs=0.2,
-                                                                               ws_token=token))
-    if sid is not None:
-        emulator.call_sid = sid
-    return emulator
 
 
 async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_once(tmp_path: Path) -> None:
     path = tmp_path / "fleet.sqlite3"
     async with worker(path, "a") as (bridge_a, url_a), worker(path, "b") as (bridge_b, url_b):
-        emulator = caller()
+        emulator = tone_caller()
         plan = await request_twiml(f"{url_a}/voice", emulator.config, emulator.call_sid)
         token = plan.parameters["token"]
         emulator.config.ws_token = token
@@ -63,7 +58,7 @@ async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_
         assert result.status == "completed" and result.turns[0].latency_ms is not None, result.render()
         assert [r.call_id for r in bridge_b.registry.all() if r.started] == [plan.parameters["call_id"]]
         assert not [r for r in bridge_a.registry.all() if r.started]
-        again = await caller(token, emulator.call_sid).dial(url_a.replace("http://", "ws://") + "/ws", LINES)
+        again = await tone_caller(token, emulator.call_sid).dial(url_a.replace("http://", "ws://") + "/ws", LINES)
         assert again.status == "closed" and again.close_code == 1008
         fleet = bridge_a.config.fleet
         assert fleet is not None
@@ -239,7 +234,7 @@ def listeners(pid: int, port: int) -> int:
 
 
 async def calls(url: str, count: int) -> list[CallResult]:
-    return list(await asyncio.gather(*(caller().dial(url, LINES) for _ in range(count))))
+    return list(await asyncio.gather(*(tone_caller().dial(url, LINES) for _ in range(count))))
 
 
 def fleet_calls(port: int) -> dict[str, dict[str, str]]:

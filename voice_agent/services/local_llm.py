@@ -17,15 +17,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.services.settings import LLMSettings
 
+from voice_agent.core.caller_history import message_text
 from voice_agent.summarizers.local import LocalSummarizer
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multi-part content: keep the text parts
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 class LocalModelLLM(LLMService):
@@ -71,7 +64,7 @@ class LocalModelLLM(LLMService):
             messages.append({"role": "system", "content": system_instruction})
         for message in context.get_messages():
             if isinstance(message, dict) and message.get("role") in ("system", "user", "assistant"):
-                messages.append({"role": str(message["role"]), "content": _text(message.get("content"))})
+                messages.append({"role": str(message["role"]), "content": message_text(message.get("content"))})
         self.in_flight += 1
         try:
             text = await self.summarizer.generate_text("pipecat", messages, max_tokens)
