@@ -17,7 +17,7 @@ VAD's end-of-speech wait (``stop_secs``), the one delay the stack imposes by des
 in percent of one core (two workers can reach 200); CPU per call is server CPU-seconds per call, and
 the ratio column compares ours with plain pipecat at the same N.
 
-    .venv/bin/python scripts/loadtest.py --calls 1,10,25,50,75 --bridge ours,plain --workers 2
+    .venv/bin/python scripts/loadtest.py --calls 1,10,25,50,75 --bridge ours,plain --workers 3
     .venv/bin/python scripts/loadtest.py --calls 10 --bridge ours --workers 1 --profile /tmp/prof
 
 ``--profile DIR`` runs each bridge process under cProfile and prints where its time went (top
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voice_agent.stats import percentile  # noqa: E402  # after the path is set
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD  # noqa: E402
 
 BUDGET_MS = 100.0
 """The p95 added latency a call count must stay under."""
@@ -147,10 +148,10 @@ def free_port() -> int:
 
 
 def run_server(port: int, bridge: str, stack_name: str, max_calls: int, lines: list[str], workers: int,
-               profile_dir: Path | None) -> None:
+               profile_dir: Path | None, gc_young_threshold: int) -> None:
     """Bridge-process entry: ``workers`` processes on ``port`` (forked; one runs here when 1)."""
     if workers == 1:
-        _serve_one(port, bridge, stack_name, max_calls, lines, None, profile_dir)
+        _serve_one(port, bridge, stack_name, max_calls, lines, None, profile_dir, gc_young_threshold)
         return
     from voice_agent.telephony.server import bind_socket
     from voice_agent.telephony.workers import WorkerSlot, run_workers
@@ -158,13 +159,13 @@ def run_server(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
     sock = bind_socket("127.0.0.1", port)  # one socket, no SO_REUSEPORT: the workers inherit it
 
     def worker(slot: WorkerSlot) -> None:
-        _serve_one(port, bridge, stack_name, max_calls, lines, slot, profile_dir)
+        _serve_one(port, bridge, stack_name, max_calls, lines, slot, profile_dir, gc_young_threshold)
 
     raise SystemExit(run_workers(workers, sock, worker))
 
 
 def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: list[str], slot: Any,
-               profile_dir: Path | None) -> None:
+               profile_dir: Path | None, gc_young_threshold: int) -> None:
     from loguru import logger
 
     from voice_agent.audio.stack import AudioStack
@@ -177,9 +178,10 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
         from voice_agent.evaluation.plain_bridge import serve_plain
 
         sock = slot.sock if slot is not None else None
-        main: Any = serve_reporting(lambda ready: serve_plain(stack, "127.0.0.1", port, sock=sock, ready=ready), slot)
+        main: Any = serve_reporting(lambda ready: serve_plain(stack, "127.0.0.1", port, sock=sock, ready=ready,
+                                                              gc_young_threshold=gc_young_threshold), slot)
     else:
-        main = _ours(port, stack, max_calls, slot)
+        main = _ours(port, stack, max_calls, slot, gc_young_threshold)
     index = slot.index if slot is not None else 0
     if profile_dir is None:
         asyncio.run(main)
@@ -196,7 +198,7 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
         profiler.dump_stats(str(profile_dir / f"{bridge}-{index}.prof"))
 
 
-def _ours(port: int, stack: Any, max_calls: int, slot: Any) -> Any:
+def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: int) -> Any:
     from voice_agent.call_factory import call_factory
     from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.telephony.providers import HangupCredentials
@@ -211,7 +213,8 @@ def _ours(port: int, stack: Any, max_calls: int, slot: Any) -> Any:
     # Knowledge retrieval embeds each final transcript: model time, like STT and TTS, so it is off
     # here and the figures are the pipeline's own overhead. No call store: the figures are the call's.
     config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5,
-                          knowledge=False, credentials=HangupCredentials.from_env(), fleet=fleet, hand_over=False)
+                          knowledge=False, credentials=HangupCredentials.from_env(), fleet=fleet, hand_over=False,
+                          gc_young_threshold=gc_young_threshold)
     try:
         # The configured call (offline default: the reference agent), with K=2, S=2 and the extractive
         # summarizer: the local model's passes (seconds of CPU each, in the background) are model time.
@@ -721,7 +724,8 @@ def start_bridge(port: int, bridge: str, args: argparse.Namespace, levels: list[
                  log: Path) -> subprocess.Popen[bytes]:
     """The bridge process (and its workers); its stderr goes to ``log``."""
     command = [sys.executable, __file__, "--serve", str(port), "--bridge", bridge, "--stack", args.stack,
-               "--calls", str(max(levels)), "--turns", str(args.turns), "--workers", str(args.workers)]
+               "--calls", str(max(levels)), "--turns", str(args.turns), "--workers", str(args.workers),
+               "--gc-young-threshold", str(args.gc_young_threshold)]
     if args.profile is not None:
         command += ["--profile", str(args.profile)]
     env = {**os.environ, "TWILIO_AUTH_TOKEN": auth_token, "TWILIO_ACCOUNT_SID": ""}
@@ -755,8 +759,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", default="1,10,25,50,75", help="Concurrent calls, or a comma list swept in order.")
     parser.add_argument("--bridge", default="ours,plain", help="ours, plain, or both (ours,plain).")
-    parser.add_argument("--workers", type=int, default=2, help="Bridge processes on one port (one inherited socket).")
+    parser.add_argument("--workers", type=int, default=3, help="Bridge processes on one port (one inherited socket); "
+                        "one more than the cores: while one is paused (a collection, a burst of replies) the "
+                        "others keep the cores busy.")
     parser.add_argument("--stack", default="fake", choices=("fake", "light", "default"))
+    parser.add_argument("--gc-young-threshold", type=int, default=DEFAULT_YOUNG_THRESHOLD,
+                        help="Both bridges' garbage collector, as serve --gc-young-threshold (0: CPython's own).")
     parser.add_argument("--turns", type=int, default=4, help="Caller lines per call (from bridge_smoke).")
     parser.add_argument("--ramp", type=float, default=2.0, help="Seconds over which a level's calls dial.")
     parser.add_argument("--profile", type=Path, help="Run each bridge under cProfile, writing here; print a summary.")
@@ -781,8 +789,11 @@ def main() -> int:
         parser.error("--workers must be at least 1")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.gc_young_threshold < 0:
+        parser.error("--gc-young-threshold must be 0 (CPython's collector) or more")
     if args.serve is not None:
-        run_server(args.serve, bridges[0], args.stack, max(levels), lines, args.workers, args.profile)
+        run_server(args.serve, bridges[0], args.stack, max(levels), lines, args.workers, args.profile,
+                   args.gc_young_threshold)
         return 0
 
     from voice_agent.audio.stack import AudioStack, caller_voice
@@ -841,6 +852,9 @@ def main() -> int:
             stop_bridge(child)
     rows = median_rows(runs) if args.repeat > 1 else runs
     print()
+    heap = (f"young threshold {args.gc_young_threshold}, start-up objects frozen" if args.gc_young_threshold
+            else "CPython's defaults")
+    print(f"garbage collector of both bridges: {heap} (--gc-young-threshold)")
     print(render(rows, args.stack, vad_wait_ms))
     if args.repeat > 1:
         print(f"\nover {args.repeat} runs per level (the table above gives the medians):\n")
@@ -857,7 +871,8 @@ def main() -> int:
         (args.profile / "summary.txt").write_text(summary + "\n", encoding="utf-8")
         print(f"\n{summary}\n\n(profile summary written to {args.profile / 'summary.txt'})")
     if args.json:
-        args.json.write_text(json.dumps({"stack": args.stack, "rows": [asdict(r) for r in rows],
+        args.json.write_text(json.dumps({"stack": args.stack, "gc_young_threshold": args.gc_young_threshold,
+                                         "rows": [asdict(r) for r in rows],
                                          "runs": [asdict(r) for r in runs]}, indent=2))
     if args.check:
         failures = check(rows)

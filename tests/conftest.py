@@ -1,6 +1,8 @@
 """Shared fixtures: the fake OpenAI-compatible server and a clean environment for every test."""
 
+import gc
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -11,6 +13,16 @@ pytest_plugins = ["tests.fakes.openai_server"]
 # they are collected, before any fixture runs.
 DETERMINISTIC_SUMMARIZER = ("VOICE_AGENT_SUMMARIZER__KIND", "extractive")
 os.environ[DETERMINISTIC_SUMMARIZER[0]] = DETERMINISTIC_SUMMARIZER[1]
+
+
+@pytest.fixture(autouse=True)
+def collector_as_found() -> Iterator[None]:
+    """A bridge served in the test process settles its heap (voice_agent.telephony.heap); later tests get the
+    collector back as it was: nothing frozen, the thresholds put back."""
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 @pytest.fixture(autouse=True)

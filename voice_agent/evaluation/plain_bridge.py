@@ -43,6 +43,7 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.domains.billing import billing_domain
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT
 from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 from voice_agent.telephony.providers import HangupCredentials, Provider, make_serializer, parse_start
 from voice_agent.telephony.server import PIPELINE_IN_RATE, PIPELINE_OUT_RATE, bind_socket
 from voice_agent.telephony.twilio import stream_twiml
@@ -192,7 +193,7 @@ class _QuietExitServer(uvicorn.Server):
 
 
 async def serve_plain(stack: AudioStack, host: str, port: int, *, sock: socket.socket | None = None,
-                      ready: asyncio.Event | None = None) -> None:
+                      ready: asyncio.Event | None = None, gc_young_threshold: int = DEFAULT_YOUNG_THRESHOLD) -> None:
     """Serves the plain bridge until SIGTERM/SIGINT (uvicorn's own handling).
 
     Args:
@@ -201,6 +202,8 @@ async def serve_plain(stack: AudioStack, host: str, port: int, *, sock: socket.s
         port: Port to bind (when ``sock`` is None).
         sock: A listening socket to accept on once warmed up (a worker's, inherited from its supervisor).
         ready: Set once warmed up.
+        gc_young_threshold: The garbage collector as ours runs it (:func:`voice_agent.telephony.heap.settle_heap`),
+            so a side-by-side compares the pipelines, not two heaps.
     """
     if sock is None:
         sock = bind_socket(host, port)
@@ -209,6 +212,7 @@ async def serve_plain(stack: AudioStack, host: str, port: int, *, sock: socket.s
     config = uvicorn.Config(bridge.app, lifespan="off", log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     server = _QuietExitServer(config)
+    settle_heap(gc_young_threshold)
     if ready is not None:
         ready.set()
     await server.serve(sockets=[sock])

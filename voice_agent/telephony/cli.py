@@ -20,6 +20,7 @@ import typer
 
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack, SttKind, TtsKind, agent_ears, caller_voice
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD
 
 if TYPE_CHECKING:
     from voice_agent.telephony.workers import WorkerSlot
@@ -91,6 +92,11 @@ def serve_command(
                           "they inherit; each takes --max-calls calls). One process uses one core at most.")
     ] = 1,
     interims: Annotated[bool, typer.Option("--interims/--no-interims", help=_INTERIMS_HELP)] = True,
+    gc_young_threshold: Annotated[
+        int, typer.Option("--gc-young-threshold", help="Once warmed up, freeze start-up objects out of the garbage "
+                          "collector and collect the young generation every this many net allocations (a full "
+                          "collection pauses every call of the process); 0: CPython's collector as it is.")
+    ] = DEFAULT_YOUNG_THRESHOLD,
 ) -> None:
     """Runs the telephony bridge: provider webhook, media-stream WebSocket, one pipeline per call.
 
@@ -105,7 +111,8 @@ def serve_command(
         _fail("serve", "--workers needs a fixed --port (every worker binds the same one)")
     if workers == 1:
         _serve_worker(host, port, provider, public_url, production, max_calls, stack, transcripts, retention_days,
-                      drain_timeout, knowledge, script, fleet_max_calls, hand_over, interims=interims)
+                      drain_timeout, knowledge, script, fleet_max_calls, hand_over, interims=interims,
+                      gc_young_threshold=gc_young_threshold)
         return
     from voice_agent.telephony.server import ConfigError, ServerConfig, listen
     from voice_agent.telephony.workers import run_workers
@@ -121,7 +128,7 @@ def serve_command(
         try:
             _serve_worker(host, port, provider, public_url, production, max_calls, stack, transcripts,
                           retention_days, drain_timeout, knowledge, script, fleet_max_calls, hand_over,
-                          worker=slot, interims=interims)
+                          worker=slot, interims=interims, gc_young_threshold=gc_young_threshold)
         except typer.Exit as exc:
             raise SystemExit(exc.exit_code) from None
 
@@ -135,6 +142,7 @@ def _serve_worker(
     host: str, port: int, provider: str, public_url: str | None, production: bool, max_calls: int, stack: str,
     transcripts: Path | None, retention_days: float, drain_timeout: float, knowledge: bool, script: str | None,
     fleet_max_calls: int, hand_over: bool | None, *, worker: WorkerSlot | None = None, interims: bool = True,
+    gc_young_threshold: int = DEFAULT_YOUNG_THRESHOLD,
 ) -> None:
     """One bridge process (``serve``'s body); a worker of ``--workers`` has its slot (index, fleet file, socket)."""
     from voice_agent.call_factory import call_factory, call_store
@@ -191,7 +199,7 @@ def _serve_worker(
         credentials=HangupCredentials.from_env(), max_calls=max_calls, stack=audio_stack, store=store, fleet=fleet,
         transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge, hand_over=hand_over,
         transcript_retention_days=None if retention_days == 0 else retention_days,
-        calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None,
+        calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None, gc_young_threshold=gc_young_threshold,
     )
     try:
         config.validate()

@@ -73,6 +73,7 @@ from voice_agent.telephony.bridge import (
     PolicyWebSocketProtocol,
 )
 from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailable
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 from voice_agent.telephony.journal import (
     CallJournal,
     JournalObserver,
@@ -184,6 +185,9 @@ class ServerConfig:
             another worker of the same store, instead of letting it finish here. Only right when another
             worker will answer (a fleet, or several workers behind ``voice-agent balance``); None: on in a
             fleet, off otherwise, since a lone worker's hand-over would send the call back to itself.
+        gc_young_threshold: Net allocations between the garbage collector's young collections once warmed up,
+            with what start-up left alive frozen out of every collection (:mod:`voice_agent.telephony.heap`):
+            full collections pause every call of the process. 0: CPython's collector as it is.
     """
 
     host: str = "127.0.0.1"
@@ -219,6 +223,7 @@ class ServerConfig:
     store: CallStore | None = None
     fleet: Fleet | None = None
     hand_over: bool | None = None
+    gc_young_threshold: int = DEFAULT_YOUNG_THRESHOLD
 
     @property
     def hands_over(self) -> bool:
@@ -246,6 +251,9 @@ class ServerConfig:
                               "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
         if self.webhook_max_bytes < 1024:
             raise ConfigError("webhook_max_bytes must be at least 1024")
+        if self.gc_young_threshold < 0:
+            raise ConfigError(f"--gc-young-threshold must be 0 (CPython's collector) or more, "
+                              f"got {self.gc_young_threshold}")
         try:
             verifier = webhook_verifier(self.provider, self.credentials, self.signature_tolerance_secs)
         except ValueError as exc:  # a malformed TELNYX_PUBLIC_KEY
@@ -1270,8 +1278,10 @@ async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: async
         sock.close()
         raise
     server = DrainingServer(uvicorn_config(bridge), bridge)
-    logger.info("bridge listening on {}:{} ({}, {} calls max)", config.host, sock.getsockname()[1],
-                config.provider.value, config.max_calls)
+    heap = settle_heap(config.gc_young_threshold)
+    logger.info("bridge listening on {}:{} ({}, {} calls max; gc thresholds {}, {} start-up objects frozen)",
+                config.host, sock.getsockname()[1], config.provider.value, config.max_calls,
+                heap.thresholds, heap.frozen)
     if ready is not None:
         ready.set()
     await server.serve(sockets=[sock])
