@@ -76,6 +76,11 @@ next line, so the late reply is not taken for the next one; not quiet within thi
 GENERATOR_CPU_LIMIT = 70.0
 """Generator CPU % above which a row is invalid: the generator, not the bridge, may be what was slow."""
 
+BRIDGES = ("ours", "plain", "ours-no-interims")
+"""The bridges a run can compare: ours, pipecat's plain pipeline, ours without Whisper's interims."""
+
+NO_INTERIMS = BRIDGES[2]
+
 CPU_RATIO_LIMIT = 1.2
 """Ours / plain CPU-seconds per call must not exceed this."""
 
@@ -173,7 +178,9 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
 
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
-    stack = AudioStack.named(stack_name).with_script(lines)
+    # ours-no-interims: the served call with Whisper's partial-decode interims off (the default stack's
+    # speculation and final reuse), beside ours in the same run.
+    stack = AudioStack.named(stack_name).with_script(lines).with_interims(bridge != NO_INTERIMS)
     if bridge == "plain":
         from voice_agent.evaluation.plain_bridge import serve_plain
 
@@ -758,7 +765,8 @@ def main() -> int:
     """Runs the sweep for each bridge; prints the table, the largest N within budget and any profile."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", default="1,10,25,50,75", help="Concurrent calls, or a comma list swept in order.")
-    parser.add_argument("--bridge", default="ours,plain", help="ours, plain, or both (ours,plain).")
+    parser.add_argument("--bridge", default="ours,plain", help="Comma list: ours, plain (pipecat's textbook "
+                        f"pipeline), {NO_INTERIMS} (ours with Whisper's interims off: --stack default).")
     parser.add_argument("--workers", type=int, default=3, help="Bridge processes on one port (one inherited socket); "
                         "one more than the cores: while one is paused (a collection, a burst of replies) the "
                         "others keep the cores busy.")
@@ -783,8 +791,8 @@ def main() -> int:
     lines = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"][: max(1, args.turns)]
     levels = [int(n) for n in str(args.calls).split(",") if n.strip()]
     bridges = [b.strip() for b in str(args.bridge).split(",") if b.strip()]
-    if any(b not in ("ours", "plain") for b in bridges) or not bridges:
-        parser.error("--bridge takes ours, plain or ours,plain")
+    if any(b not in BRIDGES for b in bridges) or not bridges:
+        parser.error(f"--bridge takes a comma list of {', '.join(BRIDGES)}")
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     if args.repeat < 1:
