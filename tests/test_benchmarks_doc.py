@@ -236,7 +236,7 @@ FAKE_PAGE = """
 .venv/bin/python scripts/known_facts_size.py --sgd x.jsonl --no-such-option
 .venv/bin/voice-agent eval nope-command --json out.json
 .venv/bin/voice-agent simulate billing_dispute --runs 3 --no-such-flag   # a comment --not-an-option
-.venv/bin/python scripts/bench_context.py --turns 5
+.venv/bin/python scripts/bench_guards.py --turns 5
 ```
 
 Also `voice-agent eval retrieval --strict`, `voice-agent eval ../x.jsonl --policy all` and
@@ -252,7 +252,7 @@ def test_the_checker_reports_each_renamed_command_and_option() -> None:
         "scripts/known_facts_size.py: no option --no-such-option",
         "voice-agent eval: no subcommand 'nope-command'",
         "voice-agent simulate: no option --no-such-flag",
-        "scripts/bench_context.py: takes no options",
+        "scripts/bench_guards.py: takes no options",
         "scripts/bench_gone.py: missing",
     )
     for start in expected:
