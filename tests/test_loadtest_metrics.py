@@ -118,10 +118,34 @@ def test_the_cpu_ratio_is_checked_at_every_level_ours_serves_within_budget_and_r
     assert lt.check(costly_within) == ["ours 75 calls: CPU per call 1.30x plain's > 1.2x"]
     past_capacity = [*base, row(lt, "ours", 75, cpu_secs_per_call=0.26, added_p95_ms=300.0), row(lt, "plain", 75)]
     assert lt.check(past_capacity) == []
-    assert "| 1.30 |" in lt.render(past_capacity, "fake", 300.0)  # type: ignore[arg-type]  # still in the table
-    # The target level itself is never excused: slow there is a failure, whatever its ratio.
+    assert "| 1.30 |" in lt.render(past_capacity, "fake", 300.0)  # still in the table
+    # The target level and those below it are never excused: each miss there is a failure.
     slow_and_costly = [row(lt, "ours", 50, added_p95_ms=150.0, cpu_secs_per_call=0.26), row(lt, "plain", 50)]
-    assert lt.check(slow_and_costly) == ["ours 50 calls: p95 added 150 ms >= 100 ms"]
+    assert lt.check(slow_and_costly) == ["ours 50 calls: p95 added 150 ms >= 100 ms",
+                                         "ours 50 calls: CPU per call 1.30x plain's > 1.2x"]
+    noisy_below = [*base, row(lt, "ours", 10, added_p95_ms=120.0, cpu_secs_per_call=0.26), row(lt, "plain", 10)]
+    assert lt.check(noisy_below) == ["ours 10 calls: p95 added 120 ms >= 100 ms",
+                                     "ours 10 calls: CPU per call 1.30x plain's > 1.2x"]
+
+
+def test_a_level_with_errors_or_nothing_measured_fails_the_check() -> None:
+    lt = loadtest()
+    # The generator failed: no turn was played, so nothing shows in the latency figures.
+    nothing = lt.RunStats("ours", 50, errors=["load generator failed (exit 1)"])
+    assert lt.check([nothing, row(lt, "plain", 50)]) == [
+        "ours 50 calls: 1 error(s), e.g. load generator failed (exit 1)", "ours 50 calls: 0 of 0 turns without a reply"]
+    # Over repeats the median of lost turns can be 0; the merged errors still say a run lost some.
+    runs = [row(lt, "ours", 50) for _ in range(3)]
+    runs[1].errors, runs[1].unanswered, runs[1].replies = ["3 turn(s) without a reply"], 3, 197
+    for k, r in enumerate(runs):
+        r.repeat = k + 1
+    (median,) = lt.median_rows(runs)
+    assert median.unanswered == 0 and median.replies == median.turns
+    assert lt.check([median, row(lt, "plain", 50)]) == [
+        "ours 50 calls: 1 error(s), e.g. 3 turn(s) without a reply"]
+    below = [row(lt, "ours", 50), row(lt, "plain", 50), lt.RunStats("ours", 10, turns=40, replies=40,
+                                                                     errors=["dial failed: timeout"])]
+    assert lt.check(below) == ["ours 10 calls: 1 error(s), e.g. dial failed: timeout"]
 
 
 def test_a_saturated_generator_makes_its_row_invalid_and_the_check_fail() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import time
 from collections import deque
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -39,7 +38,8 @@ class PocketsphinxSTTService(STTService):
     """Streaming pocketsphinx recogniser driven by VAD frames from upstream (a ``VADProcessor``).
 
     Args:
-        interim_interval_secs: Least time between two interim transcripts.
+        interim_interval_secs: Least audio between two interim transcripts, in seconds of the caller's speech
+            (audio time, not the clock's: the same interims whether the audio arrives live or faster).
         preroll_secs: Audio kept before the VAD start and decoded with the utterance.
         **kwargs: Passed to ``STTService``.
     """
@@ -54,7 +54,7 @@ class PocketsphinxSTTService(STTService):
             **kwargs,
         )
         self._model_dir: Path = verify_model("pocketsphinx-en-us")
-        self._interim_interval = interim_interval_secs
+        self._interim_interval_bytes = int(interim_interval_secs * DECODER_RATE) * 2
         self._preroll_bytes = int(preroll_secs * DECODER_RATE) * 2
         self._preroll: deque[bytes] = deque()
         self._preroll_size = 0
@@ -62,7 +62,7 @@ class PocketsphinxSTTService(STTService):
         self._lock = asyncio.Lock()
         self._in_utterance = False
         self._last_interim = ""
-        self._last_interim_at = 0.0
+        self._audio_since_interim = 0
 
     def can_generate_metrics(self) -> bool:
         """Processing metrics are reported per utterance."""
@@ -100,7 +100,7 @@ class PocketsphinxSTTService(STTService):
             await asyncio.to_thread(self._start_and_feed, preroll)
         self._in_utterance = True
         self._last_interim = ""
-        self._last_interim_at = time.monotonic()
+        self._audio_since_interim = 0
 
     def _start_and_feed(self, audio: bytes) -> None:
         self._decoder.start_utt()
@@ -139,10 +139,10 @@ class PocketsphinxSTTService(STTService):
             return
         async with self._lock:
             hyp = (await asyncio.to_thread(self._feed_and_hyp, audio)).strip()
-        now = time.monotonic()
-        if hyp and hyp != self._last_interim and now - self._last_interim_at >= self._interim_interval:
+        self._audio_since_interim += len(audio)
+        if hyp and hyp != self._last_interim and self._audio_since_interim >= self._interim_interval_bytes:
             self._last_interim = hyp
-            self._last_interim_at = now
+            self._audio_since_interim = 0
             yield InterimTranscriptionFrame(hyp, self._user_id, time_now_iso8601())
         else:
             yield None
