@@ -175,3 +175,23 @@ def test_drop_log_records_in_out_and_dropped() -> None:
     attrs = event.span_attributes()
     assert attrs["summary.facts_dropped"] == ["account"] and "ACC-4729-18" not in str(attrs)
     assert log.retention() == 0.5
+
+
+def test_a_subscriber_hears_each_entry_once_it_is_in_the_lane_and_a_failing_one_is_dropped() -> None:
+    lane = TranscriptLane()
+    heard: list[tuple[int, int]] = []
+    lane.subscribe(lambda entry: heard.append((entry.index, len(lane))))
+
+    def broken(_entry: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    lane.subscribe(broken)
+    lane.append_caller(1, "my account is 12345")
+    lane.append_agent(1, "thanks")
+    # Each entry is in the lane when its subscribers hear it; the broken one is dropped after its first
+    # failure and the record goes on.
+    assert heard == [(0, 1), (1, 2)]
+    assert [e.text for e in lane] == ["my account is 12345", "thanks"]
+    assert lane._listeners == [lane._listeners[0]] and broken not in lane._listeners
+    lane.unsubscribe(broken)  # not subscribed any more: nothing happens
+    assert lane == TranscriptLane(list(lane.entries), [1, 1])  # listeners are not part of the lane's value

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from loguru import logger
+
+EntryListener = Callable[["TranscriptEntry"], None]
+"""Called with each entry once it is in the lane (:meth:`TranscriptLane.subscribe`)."""
 
 
 class EntryKind(StrEnum):
@@ -82,6 +87,8 @@ class TranscriptLane:
     # Turn of each entry, kept sorted (turns never go back), so a window lookup is a bisect
     # instead of a scan: the assembler asks for the recent turns on every inference.
     _turns: list[int] = field(default_factory=list)
+    # Who is told of each new entry (the served call's journal); not part of the lane's value.
+    _listeners: list[EntryListener] = field(default_factory=list, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -102,7 +109,25 @@ class TranscriptLane:
         entry = TranscriptEntry(index=len(self._entries), turn=turn, kind=kind, **values)
         self._entries.append(entry)
         self._turns.append(turn)
+        for listener in tuple(self._listeners):
+            try:
+                listener(entry)
+            except Exception:  # a listener's fault must not undo or stop the call's record
+                logger.exception("transcript listener {!r} failed; it is unsubscribed", listener)
+                self.unsubscribe(listener)
         return entry
+
+    def subscribe(self, listener: EntryListener) -> None:
+        """Calls ``listener`` with every entry appended from now on, right after it is in the lane.
+
+        A listener that raises is logged and unsubscribed; the entry stays recorded.
+        """
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: EntryListener) -> None:
+        """Stops calling ``listener`` (nothing happens if it was not subscribed)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def append_caller(self, turn: int, text: str) -> TranscriptEntry:
         """Records a final caller utterance."""

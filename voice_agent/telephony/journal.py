@@ -11,8 +11,10 @@
 
 Every line goes to the kernel with one ``write`` as it is produced (a ``kill -9`` keeps it) and the
 file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn). The
-journal is fed from outside the call: :class:`JournalObserver` watches frame pushes and appends
-whatever the transcript lane gained since; the call itself does no file I/O.
+journal is fed from outside the call: it subscribes to the transcript lane
+(:meth:`~voice_agent.core.transcript.TranscriptLane.subscribe`) and writes each entry as it is appended;
+the call's own code does no file I/O. (It used to be a pipecat observer polling the lane at every frame
+push, which costs every frame of every processor a queue put and a task switch for a few entries a turn.)
 
 Files are created ``0600`` and the directory ``0700``; :func:`prune_records` deletes records older
 than the retention period (the server runs it at start-up and daily). A journal that cannot be
@@ -33,7 +35,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from loguru import logger
-from pipecat.observers.base_observer import BaseObserver, FramePushed
 
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
 
@@ -155,10 +156,16 @@ class CallJournal:
         """Appends the entries the transcript lane gained since the last call."""
         if self._file is None or len(transcript) <= self.written:
             return
-        for entry in transcript.entries[self.written :]:
+        for entry in transcript.since(self.written):
             line = entry_json(entry)
             self.write(line.pop("type"), **line)
         self.written = len(transcript)
+
+    def follow(self, transcript: TranscriptLane) -> None:
+        """Writes what ``transcript`` holds now (a resumed call's earlier entries), then each entry as it is
+        appended to it, before the code that appended it goes on (a ``kill -9`` right after keeps it)."""
+        self.sync(transcript)
+        transcript.subscribe(lambda _entry: self.sync(transcript))
 
     def turn_completed(self, turn: int, transcript: TranscriptLane, *, fsync: bool = True) -> None:
         """Syncs, writes the turn line and forces the file to disk (``fsync=False``: call :meth:`fsync` yourself)."""
@@ -198,26 +205,3 @@ class CallJournal:
             if self._file is not None:
                 self._file.close()
         self._file = None
-
-
-class JournalObserver(BaseObserver):
-    """Appends what a call's transcript lane gained to its journal at every frame push; changes nothing.
-
-    Tool calls and results, caller and agent words are entered in the lane by the call; the next
-    frame pushed anywhere in the pipeline (a tool's result frame follows its entry at once) gets them
-    on disk. The check is one ``len()`` per push.
-
-    Args:
-        journal: The call's journal.
-        transcript: The call's transcript lane.
-    """
-
-    def __init__(self, journal: CallJournal, transcript: TranscriptLane, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._journal = journal
-        self._transcript = transcript
-
-    async def on_push_frame(self, data: FramePushed) -> None:
-        """Writes new transcript entries, if any."""
-        if len(self._transcript) > self._journal.written:
-            self._journal.sync(self._transcript)

@@ -76,7 +76,6 @@ from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailabl
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 from voice_agent.telephony.journal import (
     CallJournal,
-    JournalObserver,
     ensure_record_dir,
     prune_records,
     write_private,
@@ -971,12 +970,12 @@ class VoiceBridge:
         recorder = CallRecorder(session)
         live.recorder = recorder
         tap = RecorderTap(recorder, call.llm, call.output_guard)
-        observers: list[Any] = []
         journal = live.journal
         if journal is not None:
-            # The record file follows the transcript lane as it grows, and is forced to disk per turn.
+            # The record file follows the transcript lane entry by entry (what a resumed call brought is written
+            # now), and is forced to disk per turn.
             transcript = session.state.transcript
-            observers.append(JournalObserver(journal, transcript))
+            journal.follow(transcript)
 
             async def on_turn_completed(_processor: Any, turn: int) -> None:
                 journal.turn_completed(turn, transcript, fsync=False)
@@ -998,7 +997,6 @@ class VoiceBridge:
             params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
             enable_rtvi=False, idle_timeout_secs=self.config.idle_timeout_secs, cancel_runner_on_idle_timeout=False,
             enable_turn_tracking=False, check_dangling_tasks=False, conversation_id=live.record.call_id,
-            observers=observers,
         )
         worker.add_event_handler("on_idle_timeout", on_idle)
         tap.attach(worker)
