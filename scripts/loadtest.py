@@ -220,9 +220,11 @@ def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: 
         fleet = LocalFleet(slot.fleet_path, f"loadtest/{slot.index}")
     # Knowledge retrieval embeds each final transcript: model time, like STT and TTS, so it is off
     # here and the figures are the pipeline's own overhead. No call store: the figures are the call's.
+    transcripts = os.environ.get("LOADTEST_TRANSCRIPTS") or None  # --transcripts, set by start_bridge
     config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5,
                           knowledge=False, credentials=HangupCredentials.from_env(), fleet=fleet, hand_over=False,
-                          gc_young_threshold=gc_young_threshold)
+                          gc_young_threshold=gc_young_threshold,
+                          transcript_dir=Path(transcripts) if transcripts else None, transcript_retention_days=None)
     try:
         # The configured call (offline default: the reference agent), with K=2, S=2 and the extractive
         # summarizer: the local model's passes (seconds of CPU each, in the background) are model time.
@@ -748,7 +750,8 @@ def start_bridge(port: int, bridge: str, args: argparse.Namespace, levels: list[
                "--gc-young-threshold", str(args.gc_young_threshold)]
     if args.profile is not None:
         command += ["--profile", str(args.profile)]
-    env = {**os.environ, "TWILIO_AUTH_TOKEN": auth_token, "TWILIO_ACCOUNT_SID": ""}
+    env = {**os.environ, "TWILIO_AUTH_TOKEN": auth_token, "TWILIO_ACCOUNT_SID": "",
+           "LOADTEST_TRANSCRIPTS": str(args.transcripts or "")}
     with log.open("wb") as err:
         return subprocess.Popen(command, cwd=ROOT, env=env, stderr=err)
 
@@ -790,6 +793,8 @@ def main() -> int:
     parser.add_argument("--ramp", type=float, default=2.0, help="Seconds over which a level's calls dial.")
     parser.add_argument("--profile", type=Path, help="Run each bridge under cProfile, writing here; print a summary.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
+    parser.add_argument("--transcripts", type=Path, help="Ours writes each call's journal and record here, as "
+                        "serve --transcripts does (each entry as the lane holds it, an fsync per turn).")
     parser.add_argument("--repeat", type=int, default=1, help="Run each level K times (bridges alternating); "
                         "the table gives medians, and a second table the spread.")
     parser.add_argument("--check", action="store_true", help=f"Exit 1 when the target is missed: ours at every "
