@@ -123,3 +123,43 @@ def test_stacks_name_their_services_and_verify_models() -> None:
     with pytest.raises(ValueError):
         agent_ears("deepgram")
     assert agent_ears("none") is None
+
+
+async def test_pocketsphinx_paces_interims_by_audio_time_and_starts_again_each_utterance() -> None:
+    from voice_agent.audio.pocketsphinx_stt import PocketsphinxSTTService
+
+    class GrowingDecoder:
+        """Stands in for pocketsphinx: a new word per 20 ms chunk fed, so every chunk changes the hypothesis."""
+
+        def __init__(self) -> None:
+            self.words: list[str] = []
+
+        def start_utt(self) -> None:
+            self.words = []
+
+        def process_raw(self, audio: bytes, _no_search: bool, _full: bool) -> None:
+            self.words.append(f"w{len(self.words)}")
+
+        def hyp(self) -> object:
+            return type("Hyp", (), {"hypstr": " ".join(self.words)})()
+
+        def end_utt(self) -> None:
+            pass
+
+    stt = PocketsphinxSTTService(sample_rate=16000, interim_interval_secs=0.25)
+    stt._decoder = GrowingDecoder()
+    chunk = bytes(640)  # 20 ms at 16 kHz
+
+    async def utterance(chunks: int) -> list[int]:
+        await stt._begin_utterance()
+        at = []
+        for n in range(1, chunks + 1):
+            async for frame in stt.run_stt(chunk):
+                if isinstance(frame, InterimTranscriptionFrame):
+                    at.append(n)
+        await stt._end_utterance()
+        return at
+
+    # However fast the audio arrives, an interim needs 0.25 s of speech since the last (12.5 chunks -> 13).
+    assert await utterance(40) == [13, 26, 39]
+    assert await utterance(20) == [13]  # counted again from the new utterance's start

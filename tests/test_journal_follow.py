@@ -39,3 +39,18 @@ def test_a_journal_that_cannot_write_stops_and_the_lane_goes_on(tmp_path: Path) 
     lane.append_caller(1, "hello")
     lane.append_agent(1, "hi")
     assert journal.closed and [e.text for e in lane] == ["hello", "hi"]
+
+
+def test_an_entry_json_cannot_encode_stops_the_journal_once_and_nothing_else(tmp_path: Path) -> None:
+    lane = TranscriptLane()
+    journal = CallJournal(tmp_path / "call.jsonl")
+    journal.follow(lane)
+    lane.append_caller(1, "hello")
+    lane.append_tool_result(1, "lookup", "t1", {(1, 2): "a tuple key"}, ToolOutcome.COMPLETED)  # not JSON
+    lane.append_agent(1, "done")
+    # The journal stopped at the bad entry (the lines before it kept, counted once), unsubscribed, and every
+    # later call on it is a no-op: the turn line and the end write nothing and raise nothing.
+    assert journal.closed and journal.written == 1 and lane._listeners == []
+    journal.turn_completed(1, lane)
+    journal.close({"reason": "hung up"})
+    assert [line["type"] for line in lines(journal.path)] == ["entry"] and len(lane) == 3

@@ -133,7 +133,7 @@ def test_a_level_with_errors_or_nothing_measured_fails_the_check() -> None:
     # The generator failed: no turn was played, so nothing shows in the latency figures.
     nothing = lt.RunStats("ours", 50, errors=["load generator failed (exit 1)"])
     assert lt.check([nothing, row(lt, "plain", 50)]) == [
-        "ours 50 calls: 1 error(s), e.g. load generator failed (exit 1)", "ours 50 calls: 0 of 0 turns without a reply"]
+        "ours 50 calls: 1 error(s), e.g. load generator failed (exit 1)", "ours 50 calls: no turn was played"]
     # Over repeats the median of lost turns can be 0; the merged errors still say a run lost some.
     runs = [row(lt, "ours", 50) for _ in range(3)]
     runs[1].errors, runs[1].unanswered, runs[1].replies = ["3 turn(s) without a reply"], 3, 197
@@ -143,8 +143,8 @@ def test_a_level_with_errors_or_nothing_measured_fails_the_check() -> None:
     assert median.unanswered == 0 and median.replies == median.turns
     assert lt.check([median, row(lt, "plain", 50)]) == [
         "ours 50 calls: 1 error(s), e.g. 3 turn(s) without a reply"]
-    below = [row(lt, "ours", 50), row(lt, "plain", 50), lt.RunStats("ours", 10, turns=40, replies=40,
-                                                                     errors=["dial failed: timeout"])]
+    below = [row(lt, "ours", 50), row(lt, "plain", 50), row(lt, "plain", 10),
+             lt.RunStats("ours", 10, turns=40, replies=40, errors=["dial failed: timeout"])]
     assert lt.check(below) == ["ours 10 calls: 1 error(s), e.g. dial failed: timeout"]
 
 
@@ -202,3 +202,18 @@ def test_the_profile_groups_pipecats_processors_under_pipecat_not_ours() -> None
     assert lt.package_of("/w/.venv/lib/python3.11/site-packages/pipecat/processors/frame_processor.py") == "pipecat"
     assert lt.package_of("/work/main/processors/output_guard.py") == "processors/output_guard.py"
     assert lt.package_of("/work/main/voice_agent/telephony/server.py") == "voice_agent/telephony"
+
+
+def test_the_ratio_needs_a_plain_row_within_its_own_capacity_at_the_same_level() -> None:
+    lt = loadtest()
+    base = [row(lt, "ours", 50), row(lt, "plain", 50)]
+    missing = [*base, row(lt, "ours", 10)]
+    assert lt.check(missing) == ["ours 10 calls: no valid plain row here, the CPU ratio is unchecked"]
+    # An overloaded plain row's CPU per call is inflated by its queueing: it would flatter ours.
+    overloaded = [*base, row(lt, "ours", 25, cpu_secs_per_call=0.26),
+                  row(lt, "plain", 25, added_p95_ms=400.0, cpu_secs_per_call=0.26)]
+    assert lt.check(overloaded) == ["ours 25 calls: plain is past its capacity there, the CPU ratio is not comparable"]
+    # A median with lost turns but all replies counts the lost turns.
+    lost = [lt.RunStats("ours", 50, turns=200, replies=200, unanswered=4, added_p95_ms=40.0, cpu_secs_per_call=0.2),
+            row(lt, "plain", 50)]
+    assert lt.check(lost) == ["ours 50 calls: 4 of 200 turns without a reply"]

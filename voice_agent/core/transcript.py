@@ -88,7 +88,11 @@ class TranscriptLane:
     # instead of a scan: the assembler asks for the recent turns on every inference.
     _turns: list[int] = field(default_factory=list)
     # Who is told of each new entry (the served call's journal); not part of the lane's value.
-    _listeners: list[EntryListener] = field(default_factory=list, repr=False, compare=False)
+    _listeners: list[EntryListener] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (copy, deepcopy, pickle) is a new lane: nobody listens to it yet.
+        return {**self.__dict__, "_listeners": []}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -120,7 +124,8 @@ class TranscriptLane:
     def subscribe(self, listener: EntryListener) -> None:
         """Calls ``listener`` with every entry appended from now on, right after it is in the lane.
 
-        A listener that raises is logged and unsubscribed; the entry stays recorded.
+        Listeners run on the appending thread (a served call's event loop). A listener that raises is logged
+        and unsubscribed; the entry stays recorded.
         """
         self._listeners.append(listener)
 

@@ -12,9 +12,10 @@
 Every line goes to the kernel with one ``write`` as it is produced (a ``kill -9`` keeps it) and the
 file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn). The
 journal is fed from outside the call: it subscribes to the transcript lane
-(:meth:`~voice_agent.core.transcript.TranscriptLane.subscribe`) and writes each entry as it is appended;
-the call's own code does no file I/O. (It used to be a pipecat observer polling the lane at every frame
-push, which costs every frame of every processor a queue put and a task switch for a few entries a turn.)
+(:meth:`~voice_agent.core.transcript.TranscriptLane.subscribe`), so the call's code knows nothing of it,
+and each entry reaches the kernel as it is appended, on the appending code's own stack (one ``write``,
+no fsync). It used to be a pipecat observer polling the lane at every frame push, which cost every
+frame of every processor a queue put and a task switch for a few entries a turn.
 
 Files are created ``0600`` and the directory ``0700``; :func:`prune_records` deletes records older
 than the retention period (the server runs it at start-up and daily). A journal that cannot be
@@ -127,6 +128,7 @@ class CallJournal:
         self.written = 0
         """Transcript entries written so far."""
         self._file: IO[str] | None = os.fdopen(_open_private(path, os.O_EXCL | os.O_APPEND), "a", encoding="utf-8")
+        self._followed: TranscriptLane | None = None
 
     @classmethod
     def open(cls, directory: Path, call_id: str) -> CallJournal:
@@ -149,23 +151,36 @@ class CallJournal:
         try:
             self._file.write(json.dumps({"type": line_type, "at": round(time.time(), 3), **fields}, default=str) + "\n")
             self._file.flush()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError) as exc:  # TypeError: a value JSON cannot encode
             self._fail(exc)
 
     def sync(self, transcript: TranscriptLane) -> None:
-        """Appends the entries the transcript lane gained since the last call."""
+        """Appends the entries the transcript lane gained since the last call, counting each as it is written."""
         if self._file is None or len(transcript) <= self.written:
             return
         for entry in transcript.since(self.written):
-            line = entry_json(entry)
+            try:
+                line = entry_json(entry)
+            except Exception as exc:  # an entry that cannot be rendered stops the journal, never the call
+                self._fail(exc)
+                return
             self.write(line.pop("type"), **line)
-        self.written = len(transcript)
+            if self._file is None:
+                return
+            self.written += 1
 
     def follow(self, transcript: TranscriptLane) -> None:
         """Writes what ``transcript`` holds now (a resumed call's earlier entries), then each entry as it is
-        appended to it, before the code that appended it goes on (a ``kill -9`` right after keeps it)."""
+        appended to it, before the code that appended it goes on: the line reaches the kernel (a ``kill -9``
+        right after keeps it); the file is forced to disk at each completed turn. Stops at :meth:`close`."""
         self.sync(transcript)
-        transcript.subscribe(lambda _entry: self.sync(transcript))
+        if self._file is not None:
+            self._followed = transcript
+            transcript.subscribe(self._appended)
+
+    def _appended(self, _entry: TranscriptEntry) -> None:
+        if self._followed is not None:
+            self.sync(self._followed)
 
     def turn_completed(self, turn: int, transcript: TranscriptLane, *, fsync: bool = True) -> None:
         """Syncs, writes the turn line and forces the file to disk (``fsync=False``: call :meth:`fsync` yourself)."""
@@ -183,7 +198,8 @@ class CallJournal:
         self._fsync()
 
     def close(self, summary: Mapping[str, Any]) -> None:
-        """Writes the end line and closes the file."""
+        """Writes the end line and closes the file (and stops following the lane)."""
+        self._unfollow()
         self.write("end", **summary)
         self._fsync()
         if self._file is not None:
@@ -199,7 +215,13 @@ class CallJournal:
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
+    def _unfollow(self) -> None:
+        if self._followed is not None:
+            self._followed.unsubscribe(self._appended)
+            self._followed = None
+
     def _fail(self, exc: Exception) -> None:
+        self._unfollow()
         logger.error("transcripts: journal {} not written, no more lines for this call: {}", self.path.name, exc)
         with contextlib.suppress(OSError, ValueError):
             if self._file is not None:
