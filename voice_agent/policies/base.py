@@ -40,3 +40,22 @@ class Policy(Protocol):
 
 class PolicySummarizer(Summarizer, TextSummarizer, Protocol):
     """A summarizer that serves both ``lanes`` (structured) and ``rolling`` (free text)."""
+
+
+class NoRegeneration:
+    """For a policy with no summary of its own to regenerate (``window``; ``pipecat``, whose summary is
+    pipecat's): the turn's opening, the schedule and the run are all nothing."""
+
+    name: str
+
+    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
+        """Nothing to regenerate."""
+        return None
+
+    def schedule(self, state: CallState) -> Regeneration | None:
+        """Never a regeneration."""
+        return None
+
+    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+        """Never called: :meth:`schedule` returns nothing to run."""
+        raise RuntimeError(f"the {self.name} policy has no summary of its own to regenerate")

@@ -21,8 +21,7 @@ from typing import Any
 
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import SummaryPass
-from voice_agent.core.policy import Regeneration
+from voice_agent.policies.base import NoRegeneration
 
 SUMMARY_TEMPLATE = "Conversation summary: {summary}"
 """How pipecat's summary message reads (its default ``summary_message_template``, set explicitly)."""
@@ -64,7 +63,7 @@ class PipecatSummaryLimits:
                              "timeout_secs must be positive")
 
 
-class PipecatBuiltinPolicy:
+class PipecatBuiltinPolicy(NoRegeneration):
     """The pipeline's own context, summarized by pipecat: no regeneration of ours ever runs.
 
     Args:
@@ -80,18 +79,6 @@ class PipecatBuiltinPolicy:
             raise ValueError("the pipecat policy summarizes through an LLM service; none was given")
         self.limits = limits
         self.summary_llm = summary_llm
-
-    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
-        """Nothing of ours to regenerate: pipecat decides at each reply."""
-        return None
-
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """Never a regeneration of ours."""
-        return None
-
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
-        """Never called: :meth:`schedule` returns nothing to run."""
-        raise RuntimeError("the pipecat policy has no summary of ours to regenerate")
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """Never called: the context stage passes the pipeline's own context through under this policy."""

@@ -14,29 +14,16 @@ from voice_agent.core.assembler import (
     retrieved_message,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.drop_log import SummaryPass
-from voice_agent.core.policy import Regeneration
+from voice_agent.policies.base import NoRegeneration
 
 
-class WindowPolicy:
+class WindowPolicy(NoRegeneration):
     """Keeps the last K turns raw and forgets the rest: it fails at a turn you can compute."""
 
     name = "window"
 
     def __init__(self, assembler_config: AssemblerConfig) -> None:
         self.config = assembler_config
-
-    async def on_turn_start(self, state: CallState) -> SummaryPass | None:
-        """Nothing to regenerate: older turns simply fall out."""
-        return None
-
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """Never a regeneration."""
-        return None
-
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
-        """Never called: :meth:`schedule` returns nothing to run."""
-        raise RuntimeError("the window policy has no summary to regenerate")
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, retrieved chunks, the last K turns, constraints."""
