@@ -66,14 +66,17 @@ class ContextAssembly(FrameProcessor):
         session: The call.
         caller_messages: The caller messages already seen (used under ``pipecat``); the pipeline gives both
             stages one (a stage alone gets its own).
+        history: The reader of the history's caller messages (the other policies); the pipeline gives both
+            stages one, so each message is scanned once per call (a stage alone gets its own).
     """
 
-    def __init__(self, session: CallSession, caller_messages: CallerMessages | None = None, **kwargs: Any) -> None:
+    def __init__(self, session: CallSession, caller_messages: CallerMessages | None = None,
+                 history: CallerHistoryReader | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._caller_messages = caller_messages if caller_messages is not None else CallerMessages()
         # The history grows every turn: only the messages appended since the last inference are scanned.
-        self._history = CallerHistoryReader()
+        self._history = history if history is not None else CallerHistoryReader()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Dispatches LLMContextFrames to the assembler; forwards the rest."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from voice_agent.audio.stack import INTERIMS_HELP
 from voice_agent.core.policy import PolicyError
 from voice_agent.policy_report import PolicyQuestion, policy_report, render_policy_report
 
@@ -213,10 +214,7 @@ def simulate(
     ] = "text",
     stack: Annotated[str, typer.Option("--stack", help="Audio: default (Whisper + Piper) or light.")] = "default",
     speed: Annotated[float, typer.Option("--speed", help="Audio: caller media pace, x real time.")] = 1.0,
-    interims: Annotated[
-        bool, typer.Option("--interims/--no-interims", help="Audio, default stack: interim transcripts from partial "
-                           "Whisper decodes, for speculative retrieval (off: every retrieval at the final).")
-    ] = True,
+    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=INTERIMS_HELP)] = True,
 ) -> None:
     """Runs a scripted call through the real pipeline and compares memory policies side by side.
 

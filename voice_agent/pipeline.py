@@ -32,6 +32,7 @@ from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
 from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
+from voice_agent.core.caller_history import CallerHistoryReader
 from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
 from voice_agent.session import CallSession
 
@@ -147,7 +148,7 @@ def build_call_pipeline(
         ),
         assistant_params=assistant_params,
     )
-    caller_messages = CallerMessages()
+    caller_messages, history = CallerMessages(), CallerHistoryReader()
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
@@ -155,11 +156,11 @@ def build_call_pipeline(
         *before_user,
         CallerReadAhead(session, name="caller-read-ahead"),
         user_agg,
-        ContextAssembly(session, caller_messages, name="context-assembly-in"),
+        ContextAssembly(session, caller_messages, history, name="context-assembly-in"),
         watchdog.inlet,
         llm,
         watchdog.outlet,
-        ContextAssembly(session, caller_messages, name="context-assembly-rerun"),
+        ContextAssembly(session, caller_messages, history, name="context-assembly-rerun"),
         output_guard,
         *tts,
         turn_log,

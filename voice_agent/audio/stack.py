@@ -72,6 +72,12 @@ class CallAudio:
     turn_strategies: UserTurnStrategies
 
 
+INTERIMS_HELP = ("Audio, default stack: interim transcripts from partial Whisper decodes while the caller speaks, "
+                 "for speculative retrieval (about 0.5 s of CPU per partial, at pauses and every 1.5 s); off: "
+                 "every retrieval at the final.")
+"""The ``--interims/--no-interims`` help of every command that plays audio (serve, simulate)."""
+
+
 @dataclass(frozen=True)
 class AudioStack:
     """Which services a call uses.

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_agent.core.caller_history import message_text
 from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
@@ -37,13 +38,7 @@ def canonical(value: str) -> str:
 
 
 def _content(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    else:
-        text = ""
+    text = message_text(message.get("content"))
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         text += " " + json.dumps(calls, default=str)
@@ -194,13 +189,13 @@ class CallRecorder:
         """The LLM received ``messages`` (the assembled context of one inference)."""
         now = time.perf_counter() if now is None else now
         record = self._open(max(self.session.turn, 1), now)
-        for message in messages:
-            if message.get("role") == "user" and not is_pipecat_summary("user", _content(message)):
-                self._caller_texts.setdefault(_content(message), None)
+        texts = [_content(m) for m in messages]
+        for message, text in zip(messages, texts, strict=True):
+            if message.get("role") == "user" and not is_pipecat_summary("user", text):
+                self._caller_texts.setdefault(text, None)
         record.requests += 1
         if record.requests > 1:
             return
-        texts = [_content(m) for m in messages]
         whole = "\n".join(texts)
         memory = "\n".join(t for m, t in zip(messages, texts, strict=True)
                            if m.get("role") in MEMORY_ROLES or is_pipecat_summary(m.get("role"), t))

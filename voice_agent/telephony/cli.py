@@ -19,16 +19,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from voice_agent.audio.manifest import AudioModelError
-from voice_agent.audio.stack import AudioStack, SttKind, TtsKind, agent_ears, caller_voice
+from voice_agent.audio.stack import INTERIMS_HELP, AudioStack, SttKind, TtsKind, agent_ears, caller_voice
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD
 
 if TYPE_CHECKING:
     from voice_agent.telephony.workers import WorkerSlot
 
 _STACK_HELP = "Audio stack: default (Whisper + Piper), light (pocketsphinx + espeak-ng) or fake (no models)."
-_INTERIMS_HELP = ("Default stack: interim transcripts from partial Whisper decodes while the caller speaks, for "
-                  "speculative retrieval (about 0.5 s of CPU per partial, at pauses and every 1.5 s); off: "
-                  "every retrieval at the final.")
 
 
 def _fail(command: str, message: str, code: int = 2) -> None:
@@ -91,7 +88,7 @@ def serve_command(
         int, typer.Option("--workers", help="Worker processes on one port (one socket the supervisor binds and "
                           "they inherit; each takes --max-calls calls). One process uses one core at most.")
     ] = 1,
-    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=_INTERIMS_HELP)] = True,
+    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=INTERIMS_HELP)] = True,
     gc_young_threshold: Annotated[
         int, typer.Option("--gc-young-threshold", help="Once warmed up, freeze start-up objects out of the garbage "
                           "collector and collect the young generation every this many net allocations (a full "
@@ -462,7 +459,7 @@ def simulate_audio_command(
     stack: Annotated[str, typer.Option("--stack", help=_STACK_HELP)] = "default",
     speed: Annotated[float, typer.Option("--speed", help="Media pacing relative to real time.")] = 1.0,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
-    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=_INTERIMS_HELP)] = True,
+    interims: Annotated[bool, typer.Option("--interims/--no-interims", help=INTERIMS_HELP)] = True,
 ) -> None:
     """The audio modality of ``simulate``: one call over the telephony bridge with real audio both ways."""
     try:
