@@ -14,6 +14,7 @@ import asyncio
 import base64
 import copy
 import datetime as dt
+import itertools
 import json
 import os
 import signal
@@ -466,6 +467,38 @@ async def test_records_are_private(tmp_path: Path) -> None:
     lines = journal_lines(records)
     assert lines[-1]["type"] == "end" and lines[-1]["end"] == "hung up"
     assert json.loads((records / f"{call_id}.json").read_text())["end"] == "hung up"
+
+
+async def test_a_slow_disk_at_a_calls_end_does_not_stall_the_other_calls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal_module = sys.modules["voice_agent.telephony.journal"]
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:  # a disk that takes 1.5 s to confirm each write
+        time.sleep(1.5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_module.os, "fsync", slow_fsync)
+    records = tmp_path / "calls"
+    ticks = [time.monotonic()]
+
+    async def ticker() -> None:  # stands for the process's other calls: when the event loop let it run
+        while True:
+            await asyncio.sleep(0.01)
+            ticks.append(time.monotonic())
+
+    async with running_bridge(config(transcript_dir=records), factory()) as (bridge, url):
+        ticking = asyncio.create_task(ticker())
+        result = await twilio_caller(speed=8.0).dial(f"{url}/voice", LINES[:2])
+        await wait_for(lambda: len(ended(bridge)) == 1)
+        await wait_for(lambda: len(list(records.glob("*.json"))) == 1, timeout=15)
+        ticks.append(time.monotonic())  # a stall just before this line counts too (the ticker may not have run)
+        ticking.cancel()
+    assert result.status == "completed"
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
+    # Each end fsyncs twice (the journal's end line, the record file): 3 s on this disk, none of it on the loop.
+    assert max(gaps) < 0.75, f"the event loop stalled for {max(gaps):.2f} s"
+    assert journal_lines(records)[-1]["type"] == "end"
 
 
 def test_prune_deletes_only_old_call_records(tmp_path: Path) -> None:

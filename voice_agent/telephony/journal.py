@@ -10,8 +10,10 @@
 - ``{"type": "end", ...}``: the call's summary (why it ended) and its per-turn record.
 
 Every line goes to the kernel with one ``write`` as it is produced (a ``kill -9`` keeps it) and the
-file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn). The
-journal is fed from outside the call: it subscribes to the transcript lane
+file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn); the
+server runs those fsyncs, and the end's record file, in a worker thread, so a slow disk never holds the
+event loop that the process's other calls share. The journal is fed from outside the call: it
+subscribes to the transcript lane
 (:meth:`~voice_agent.core.transcript.TranscriptLane.subscribe`), so the call's code knows nothing of it,
 and each entry reaches the kernel as it is appended, on the appending code's own stack (one ``write``,
 no fsync). It used to be a pipecat observer polling the lane at every frame push, which cost every
@@ -199,7 +201,7 @@ class CallJournal:
 
     def close(self, summary: Mapping[str, Any]) -> None:
         """Writes the end line and closes the file (and stops following the lane)."""
-        self._unfollow()
+        self.unfollow()
         self.write("end", **summary)
         self._fsync()
         if self._file is not None:
@@ -215,13 +217,15 @@ class CallJournal:
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
-    def _unfollow(self) -> None:
+    def unfollow(self) -> None:
+        """Stops writing the lane's new entries (on the thread that appends to it; :meth:`close` may then run
+        on another)."""
         if self._followed is not None:
             self._followed.unsubscribe(self._appended)
             self._followed = None
 
     def _fail(self, exc: Exception) -> None:
-        self._unfollow()
+        self.unfollow()
         logger.error("transcripts: journal {} not written, no more lines for this call: {}", self.path.name, exc)
         with contextlib.suppress(OSError, ValueError):
             if self._file is not None:

@@ -804,7 +804,7 @@ class VoiceBridge:
                 await self.persistence.end(call_id, EndReason.SERVER_ERROR.value, leg=record.leg)
             if self.config.fleet is not None:
                 await self.config.fleet.release(call_id, EndReason.SERVER_ERROR.value)
-            self._finish(record, None)
+            await self._finish(record, None)
             await _close(websocket, 1011, "call set-up failed")
             return
         record.session = parts.session
@@ -861,7 +861,7 @@ class VoiceBridge:
                 # A call that may come back keeps its slot (its lease lapses if it does not), so the resume
                 # is not refused as busy and an old leg's release cannot free the new leg's slot.
                 await self.config.fleet.release(call_id, record.end or "ended")
-            self._finish(record, parts.session, live.recorder, live.journal)
+            await self._finish(record, parts.session, live.recorder, live.journal)
             await _close(websocket, *_close_code(record))
 
     def _open_journal(self, record: CallRecord) -> CallJournal | None:
@@ -1003,7 +1003,7 @@ class VoiceBridge:
         live.worker = worker
         return worker
 
-    def _finish(
+    async def _finish(
         self, record: CallRecord, session: CallSession | None, recorder: CallRecorder | None = None,
         journal: CallJournal | None = None,
     ) -> None:
@@ -1025,14 +1025,25 @@ class VoiceBridge:
         if journal is not None:
             if session is not None:
                 journal.sync(session.state.transcript)  # what the end of the call added (cancelled tools)
-            journal.close({**record.summary(), "turns": record.turns})
+            journal.unfollow()
+        if journal is None and self.config.transcript_dir is None:
+            return
+        summary = {**record.summary(), "turns": record.turns}
+        # The end line, two fsyncs and the record file wait for the disk: in a thread, so this process's
+        # other calls keep the event loop meanwhile.
+        await asyncio.to_thread(self._write_out, record.call_id, summary, record.transcript, journal)
+
+    def _write_out(self, call_id: str, summary: dict[str, Any], transcript: list[str],
+                   journal: CallJournal | None) -> None:
+        """Closes the call's journal with its end line and writes its record file (blocking)."""
+        if journal is not None:
+            journal.close(summary)
         if self.config.transcript_dir is not None:
             try:
-                path = ensure_record_dir(Path(self.config.transcript_dir)) / f"{record.call_id}.json"
-                write_private(path, json.dumps({**record.summary(), "transcript": record.transcript,
-                                                "turns": record.turns}, indent=2, default=str))
+                path = ensure_record_dir(Path(self.config.transcript_dir)) / f"{call_id}.json"
+                write_private(path, json.dumps({**summary, "transcript": transcript}, indent=2, default=str))
             except OSError as exc:
-                logger.error("call {}: transcript not written: {}", record.call_id, exc)
+                logger.error("call {}: transcript not written: {}", call_id, exc)
 
     def warm_up(self) -> None:
         """Loads the audio models and runs the domain's first-use work (blocking; before taking calls).
