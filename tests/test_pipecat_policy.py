@@ -224,6 +224,8 @@ def test_the_served_pipeline_gets_pipecats_own_summarizer_with_the_configured_th
     assert (config.max_unsummarized_messages, config.max_context_tokens) == (14, None)
     assert isinstance(config.summary_config.llm, LocalModelLLM) and config.summary_config.llm.summarizer is made[0]
     assert summarizer._auto_trigger is True
+    described = parts.session.describe()["pipecat_summarizer"]  # the call record names the thresholds too
+    assert (described["max_unsummarized_messages"], described["max_context_tokens"]) == (14, None)
     # Under our own policies pipecat's summarizer exists (pipecat always creates it) but never triggers.
     lanes = build_call(with_overrides(load_settings(), summarizer={"kind": "extractive"}), "lanes",
                        domain_factory=billing_domain)

@@ -157,6 +157,23 @@ async def test_a_call_resumed_mid_way_ends_exactly_as_an_uninterrupted_one() -> 
     assert credits == whole.session.domain.extra["backend"].credits and credits
 
 
+async def test_a_resumed_pipecat_call_starts_from_what_was_said_and_ends_as_an_uninterrupted_one() -> None:
+    """Under ``pipecat`` the model sees only the pipeline's own context, which a resumed leg builds anew."""
+    settings = with_overrides(SETTINGS, policy={"name": "pipecat"}, pipecat_summarizer={"summarize": False})
+    whole = build_call(settings, "call-1-abc")
+    await run_text_call(whole.session, whole.llm, LINES)
+    first = build_call(settings, "call-1-abc")
+    await run_text_call(first.session, first.llm, LINES[:18])  # the account number was given before turn 18
+    second = build_call(settings, "call-1-abc")
+    restore(second.session, decode(encode(first.session)))
+    history = second.session.pipeline_history()
+    assert [m["content"] for m in history if m["role"] == "user"] == [line.text for line in LINES[:18]]
+    await run_text_call(second.session, second.llm, LINES[18:])
+    # Started empty, the second leg's model asked again for the account number the caller gave on the first.
+    assert [e.render() for e in second.session.state.transcript] == [e.render() for e in whole.session.state.transcript]
+    assert new_call().session.pipeline_history() == []  # the lanes policy builds every request from the lanes
+
+
 async def test_open_tool_calls_are_recorded_as_cancelled_on_resume() -> None:
     parts = await played(4)
     turn = parts.session.turn

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from loguru import logger
 from pipecat.pipeline.pipeline import Pipeline
@@ -136,7 +136,8 @@ def build_call_pipeline(
     """
     register_guarded_tools(llm, session)
     llm.append_system_instruction(session.system_prompt)
-    context = LLMContext(tools=tools_schema(session))
+    restored = cast(list[Any], session.pipeline_history())  # a resumed pipecat-policy call's earlier turns
+    context = LLMContext(messages=restored, tools=tools_schema(session))
     strategies = user_turn_strategies or ExternalUserTurnStrategies()
     policy = session.policy
     assistant_params = (pipecat_summarization(policy) if isinstance(policy, PipecatBuiltinPolicy)
@@ -149,6 +150,7 @@ def build_call_pipeline(
         assistant_params=assistant_params,
     )
     caller_messages, history = CallerMessages(), CallerHistoryReader()
+    caller_messages.seen(restored)  # said on an earlier leg: they open no turn here
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)

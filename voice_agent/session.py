@@ -5,6 +5,7 @@ Framework-agnostic: the pipecat processors call into a session; so do the tests.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 
 from loguru import logger
 
-from voice_agent.core.assembler import AssembledContext, AssemblerConfig
+from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message, entries_to_messages
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.drop_log import SummaryPass
@@ -167,7 +168,7 @@ class CallSession:
     def describe(self) -> dict[str, Any]:
         """How the call is set up (names and numbers, no caller values): for call records and logs."""
         guard, recovery = self.config.output_guard, self.config.llm_recovery
-        return {
+        described: dict[str, Any] = {
             "policy": self.policy.name, "keep": self.config.keep, "every": self.config.every,
             "trigger": self.config.trigger.value,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
@@ -180,6 +181,9 @@ class CallSession:
                              "total_timeout_secs": recovery.total_timeout_secs, "retries": recovery.retries,
                              "transfer_after": recovery.transfer_after},
         }
+        if isinstance(self.policy, PipecatBuiltinPolicy):
+            described["pipecat_summarizer"] = dataclasses.asdict(self.policy.limits)  # the thresholds it ran under
+        return described
 
     @property
     def turn(self) -> int:
@@ -257,6 +261,18 @@ class CallSession:
     def uses_pipeline_context(self) -> bool:
         """True under ``pipecat``: the model gets the pipeline's own context, which pipecat summarizes."""
         return isinstance(self.policy, PipecatBuiltinPolicy)
+
+    def pipeline_history(self) -> list[Message]:
+        """The messages the pipeline's own context starts with: under ``pipecat``, what the call said so far.
+
+        A new call's is empty. A resumed leg builds its pipeline anew, and under ``pipecat`` that context is
+        all the model sees, so it starts from the restored transcript lane, as a pipecat user restoring their
+        stored messages would: every turn in full (pipecat's summary is not kept; pipecat summarizes them again
+        when its thresholds say so). The other policies build every request from the lanes: empty.
+        """
+        if not self.uses_pipeline_context:
+            return []
+        return entries_to_messages(self.state.transcript.entries)
 
     def assemble(self) -> AssembledContext:
         """The context for the next inference, built from the lanes by the policy."""
