@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 from voice_agent.core.transcript import ToolOutcome, TranscriptLane
-from voice_agent.telephony.journal import CallJournal
+from voice_agent.telephony.journal import CallJournal, prune_records, write_private
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -54,3 +56,44 @@ def test_an_entry_json_cannot_encode_stops_the_journal_once_and_nothing_else(tmp
     journal.turn_completed(1, lane)
     journal.close({"reason": "hung up"})
     assert [line["type"] for line in lines(journal.path)] == ["entry"] and len(lane) == 3
+
+
+def test_after_its_end_a_journal_writes_nothing_while_its_file_settles_on_another_thread(tmp_path: Path) -> None:
+    lane = TranscriptLane()
+    journal = CallJournal(tmp_path / "call.jsonl")
+    journal.follow(lane)
+    lane.append_caller(1, "hello")
+    handle = journal.end({"reason": "hung up"})
+    assert handle is not None and journal.closed
+    journal.write("event", event="handed over")  # a drain's line that comes after the end: dropped
+    lane.append_agent(1, "too late")
+    settling = threading.Thread(target=journal.settle, args=(handle,))
+    settling.start()
+    journal.fsync()  # a turn's fsync still queued: nothing to do, no error
+    settling.join()
+    assert handle.closed and [line["type"] for line in lines(journal.path)] == ["entry", "end"]
+    assert journal.end({"reason": "again"}) is None
+
+
+def test_two_writers_of_one_record_file_never_spoil_each_other(tmp_path: Path) -> None:
+    path = tmp_path / "call-1-abc.json"
+    errors: list[BaseException] = []
+
+    def write(leg: int) -> None:
+        for n in range(50):
+            try:
+                write_private(path, json.dumps({"leg": leg, "n": n, "pad": "x" * 20_000}))
+            except BaseException as exc:
+                errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(leg,)) for leg in (1, 2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert not errors
+    assert json.loads(path.read_text())["n"] == 49 and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert prune_records(tmp_path, 30, now=time.time() + 31 * 86400) == 1  # the server's names are pruned
+    stale = tmp_path / ".call-1-abc.json.k3j_9x2a.tmp"  # what a write killed mid-way leaves
+    stale.write_text("{")
+    assert prune_records(tmp_path, 30, now=time.time() + 31 * 86400) == 1 and not stale.exists()

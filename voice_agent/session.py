@@ -13,7 +13,7 @@ from typing import Any
 
 from loguru import logger
 
-from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message, entries_to_messages
+from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.drop_log import SummaryPass
@@ -29,7 +29,7 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
-from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits, pipecat_history
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
 
@@ -266,13 +266,14 @@ class CallSession:
         """The messages the pipeline's own context starts with: under ``pipecat``, what the call said so far.
 
         A new call's is empty. A resumed leg builds its pipeline anew, and under ``pipecat`` that context is
-        all the model sees, so it starts from the restored transcript lane, as a pipecat user restoring their
+        all the model sees, so it starts from the restored transcript lane in pipecat's own message shapes
+        (:func:`~voice_agent.policies.pipecat_builtin.pipecat_history`), as a pipecat user restoring their
         stored messages would: every turn in full (pipecat's summary is not kept; pipecat summarizes them again
         when its thresholds say so). The other policies build every request from the lanes: empty.
         """
         if not self.uses_pipeline_context:
             return []
-        return entries_to_messages(self.state.transcript.entries)
+        return pipecat_history(self.state.transcript.entries)
 
     def assemble(self) -> AssembledContext:
         """The context for the next inference, built from the lanes by the policy."""

@@ -15,12 +15,14 @@ With ``summarize`` off it is plain pipecat with the full history.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voice_agent.core.assembler import AssembledContext
+from voice_agent.core.assembler import AssembledContext, Message
 from voice_agent.core.call_state import CallState
+from voice_agent.core.transcript import EntryKind, TranscriptEntry
 from voice_agent.policies.base import NoRegeneration
 
 SUMMARY_TEMPLATE = "Conversation summary: {summary}"
@@ -32,6 +34,34 @@ SUMMARY_PREFIX = SUMMARY_TEMPLATE.split("{summary}")[0]
 def is_pipecat_summary(role: object, text: str) -> bool:
     """True for pipecat's summary message (a ``user`` message that begins with :data:`SUMMARY_PREFIX`)."""
     return role == "user" and text.startswith(SUMMARY_PREFIX)
+
+
+def pipecat_history(entries: Sequence[TranscriptEntry]) -> list[Message]:
+    """Transcript entries as pipecat's own context holds them, for a resumed leg to start from.
+
+    In pipecat's shapes (its assistant aggregator): an agent utterance as heard (no mark of an interruption),
+    each tool call its own ``assistant`` message with the ``tool`` message of its result right after
+    (``"COMPLETED"`` for an empty result, ``"IN_PROGRESS"`` for a call without one), JSON as pipecat dumps it.
+    """
+    results = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_RESULT}
+    messages: list[Message] = []
+    for entry in entries:
+        if entry.kind is EntryKind.CALLER:
+            messages.append({"role": "user", "content": entry.text})
+        elif entry.kind is EntryKind.AGENT:
+            messages.append({"role": "assistant", "content": entry.text})
+        elif entry.kind is EntryKind.TOOL_CALL:
+            call = {"id": entry.tool_call_id, "type": "function",
+                    "function": {"name": entry.tool_name,
+                                 "arguments": json.dumps(dict(entry.arguments or {}), ensure_ascii=False)}}
+            messages.append({"role": "assistant", "tool_calls": [call]})
+            result = results.get(entry.tool_call_id)
+            if result is None:
+                content = "IN_PROGRESS"
+            else:
+                content = json.dumps(result.result, ensure_ascii=False, default=str) if result.result else "COMPLETED"
+            messages.append({"role": "tool", "content": content, "tool_call_id": entry.tool_call_id})
+    return messages
 
 
 @dataclass(frozen=True)

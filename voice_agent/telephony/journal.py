@@ -11,9 +11,11 @@
 
 Every line goes to the kernel with one ``write`` as it is produced (a ``kill -9`` keeps it) and the
 file is ``fsync``'d at each completed turn and at the end (a power loss keeps the last turn); the
-server runs those fsyncs, and the end's record file, in a worker thread, so a slow disk never holds the
-event loop that the process's other calls share. The journal is fed from outside the call: it
-subscribes to the transcript lane
+server runs those fsyncs, and the end's record file, on threads of their own, so a slow disk holds
+neither the event loop that the process's calls share nor the thread pool their speech models run on.
+The end line itself is written on the loop (:meth:`CallJournal.end`): nothing is written after it.
+
+The journal is fed from outside the call: it subscribes to the transcript lane
 (:meth:`~voice_agent.core.transcript.TranscriptLane.subscribe`), so the call's code knows nothing of it,
 and each entry reaches the kernel as it is appended, on the appending code's own stack (one ``write``,
 no fsync). It used to be a pipecat observer polling the lane at every frame push, which cost every
@@ -32,6 +34,8 @@ import os
 import re
 import secrets
 import stat
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,7 +47,7 @@ from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry,
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-_RECORD_NAME = re.compile(r"^\.?call-[A-Za-z0-9-]+\.(?:json|jsonl)(?:\.tmp)?$")
+_RECORD_NAME = re.compile(r"^\.?call-[A-Za-z0-9-]+\.(?:json|jsonl)(?:(?:\.[A-Za-z0-9_]+)?\.tmp)?$")
 """Names the server writes (records, journals, interrupted atomic writes); nothing else is pruned."""
 
 
@@ -65,14 +69,22 @@ def _open_private(path: Path, flags: int) -> int:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` atomically, mode ``0600``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = _open_private(tmp, os.O_TRUNC)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """Writes ``text`` to ``path`` atomically, mode ``0600``.
+
+    Each write has its own temporary file (``mkstemp`` creates it ``0600``), so two writers of one path (two
+    legs of a call ending on one worker) never truncate each other's; the last to finish is the file.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def prune_records(directory: Path, retention_days: float, now: float | None = None) -> int:
@@ -131,6 +143,9 @@ class CallJournal:
         """Transcript entries written so far."""
         self._file: IO[str] | None = os.fdopen(_open_private(path, os.O_EXCL | os.O_APPEND), "a", encoding="utf-8")
         self._followed: TranscriptLane | None = None
+        # Held by the blocking parts (fsync, the final close), which may run on a worker thread: a close
+        # never lands while an fsync of the same file runs.
+        self._disk = threading.Lock()
 
     @classmethod
     def open(cls, directory: Path, call_id: str) -> CallJournal:
@@ -196,18 +211,49 @@ class CallJournal:
             self._fsync()
 
     def fsync(self) -> None:
-        """Forces what was written to disk (blocking: a live call runs it in a worker thread)."""
-        self._fsync()
+        """Forces what was written to disk (blocking; safe on a worker thread, where a live call runs it).
 
-    def close(self, summary: Mapping[str, Any]) -> None:
-        """Writes the end line and closes the file (and stops following the lane)."""
+        A failure is logged; the journal goes on (a disk that fails for good fails the next write, which
+        stops it).
+        """
+        handle = self._file
+        if handle is None:
+            return
+        with self._disk:
+            if handle.closed:
+                return
+            try:
+                os.fsync(handle.fileno())
+            except (OSError, ValueError) as exc:
+                logger.error("transcripts: journal {} not forced to disk: {}", self.path.name, exc)
+
+    def end(self, summary: Mapping[str, Any]) -> IO[str] | None:
+        """Writes the end line and stops the journal: every later write is a no-op, on any thread.
+
+        Returns:
+            The file, still open, for :meth:`settle` (blocking: a live call runs it in a worker thread); None
+            when the journal had already stopped.
+        """
         self.unfollow()
         self.write("end", **summary)
-        self._fsync()
-        if self._file is not None:
+        handle, self._file = self._file, None
+        return handle
+
+    def settle(self, handle: IO[str] | None) -> None:
+        """Forces an ended journal's file to disk and closes it (blocking; safe on a worker thread)."""
+        if handle is None:
+            return
+        with self._disk:
+            try:
+                os.fsync(handle.fileno())
+            except (OSError, ValueError) as exc:
+                logger.error("transcripts: journal {} not forced to disk at its end: {}", self.path.name, exc)
             with contextlib.suppress(OSError):
-                self._file.close()
-            self._file = None
+                handle.close()
+
+    def close(self, summary: Mapping[str, Any]) -> None:
+        """Writes the end line, forces the file to disk and closes it (:meth:`end`, then :meth:`settle`)."""
+        self.settle(self.end(summary))
 
     def _fsync(self) -> None:
         if self._file is None:

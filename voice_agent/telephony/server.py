@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import itertools
 import json
 import secrets
@@ -35,10 +36,11 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import uvicorn
@@ -129,6 +131,9 @@ PRUNE_INTERVAL_SECS = 86400.0
 
 HANDOVER_TURN_WAIT_SECS = 8.0
 """A drain lets a call finish the turn in progress for this long before handing it over."""
+
+RECORD_THREADS = 4
+"""Threads for the call records' disk work: the fsyncs of several calls wait on the disk at once."""
 
 
 class ConfigError(ValueError):
@@ -543,6 +548,9 @@ class VoiceBridge:
         self.webhook_log = RefusalLog()
         self.persistence = CallPersistence(config.store) if config.store is not None else None
         self.resumes = 0
+        # The call records' disk work (fsyncs, the end's record file) has threads of its own: on asyncio's
+        # default pool a slow disk would queue the calls' audio models (STT, TTS) behind it.
+        self._disk = ThreadPoolExecutor(max_workers=RECORD_THREADS, thread_name_prefix="call-records")
         if self.verifier is None:
             logger.warning("webhooks: {} is not set, {} webhook signatures are not checked (development mode: "
                            "unsigned webhooks are rate-limited; --production requires signatures)",
@@ -980,7 +988,7 @@ class VoiceBridge:
             async def on_turn_completed(_processor: Any, turn: int) -> None:
                 journal.turn_completed(turn, transcript, fsync=False)
                 # One slow disk must not stall the event loop every call shares.
-                await asyncio.to_thread(journal.fsync)
+                await self.on_disk(journal.fsync)
 
             call.turn_log.add_event_handler("on_turn_completed", on_turn_completed)
         persistence = self.persistence
@@ -1022,22 +1030,31 @@ class VoiceBridge:
             ]
         record.session = None
         logger.info("call {}: ended ({}); {} transcript entries", record.call_id, record.reason, len(record.transcript))
+        summary = {**record.summary(), "turns": record.turns}
+        handle = None
         if journal is not None:
             if session is not None:
                 journal.sync(session.state.transcript)  # what the end of the call added (cancelled tools)
-            journal.unfollow()
+            handle = journal.end(summary)  # here, on the loop: a later write (a drain's event) is a no-op
         if journal is None and self.config.transcript_dir is None:
             return
-        summary = {**record.summary(), "turns": record.turns}
-        # The end line, two fsyncs and the record file wait for the disk: in a thread, so this process's
-        # other calls keep the event loop meanwhile.
-        await asyncio.to_thread(self._write_out, record.call_id, summary, record.transcript, journal)
+        # The two fsyncs and the record file wait for the disk: off the loop, which this process's other
+        # calls share.
+        await self.on_disk(self._write_out, record.call_id, summary, record.transcript, journal, handle)
+
+    async def on_disk(self, work: Callable[..., None], *args: Any) -> None:
+        """Runs blocking disk work of the call records on their own threads."""
+        await asyncio.get_running_loop().run_in_executor(self._disk, functools.partial(work, *args))
+
+    def close(self) -> None:
+        """Lets the record threads finish what they were given, then stops them (after the drain)."""
+        self._disk.shutdown(wait=True)
 
     def _write_out(self, call_id: str, summary: dict[str, Any], transcript: list[str],
-                   journal: CallJournal | None) -> None:
-        """Closes the call's journal with its end line and writes its record file (blocking)."""
+                   journal: CallJournal | None, handle: IO[str] | None) -> None:
+        """Settles the ended journal and writes the call's record file (blocking)."""
         if journal is not None:
-            journal.close(summary)
+            journal.settle(handle)
         if self.config.transcript_dir is not None:
             try:
                 path = ensure_record_dir(Path(self.config.transcript_dir)) / f"{call_id}.json"
@@ -1293,7 +1310,10 @@ async def serve(config: ServerConfig, call_factory: CallFactory, *, ready: async
                 heap.thresholds, heap.frozen)
     if ready is not None:
         ready.set()
-    await server.serve(sockets=[sock])
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        await asyncio.to_thread(bridge.close)
 
 
 @contextlib.asynccontextmanager
@@ -1324,3 +1344,4 @@ async def running_bridge(config: ServerConfig, call_factory: CallFactory) -> Asy
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 15)
         sock.close()
+        await asyncio.to_thread(bridge.close)
