@@ -869,8 +869,10 @@ class VoiceBridge:
                 # A call that may come back keeps its slot (its lease lapses if it does not), so the resume
                 # is not refused as busy and an old leg's release cannot free the new leg's slot.
                 await self.config.fleet.release(call_id, record.end or "ended")
-            await self._finish(record, parts.session, live.recorder, live.journal)
-            await _close(websocket, *_close_code(record))
+            try:
+                await self._finish(record, parts.session, live.recorder, live.journal)
+            finally:  # a handler cancelled while its records reach the disk still closes the stream
+                await _close(websocket, *_close_code(record))
 
     def _open_journal(self, record: CallRecord) -> CallJournal | None:
         """The call's append-only record file, with its opening line (None without a transcript directory)."""
