@@ -231,3 +231,33 @@ def test_the_served_pipeline_gets_pipecats_own_summarizer_with_the_configured_th
                        domain_factory=billing_domain)
     other = build_call_pipeline(lanes.session, lanes.llm).assistant_aggregator._summarizer
     assert other is not None and other._auto_trigger is False
+
+
+async def test_a_restored_history_has_the_shapes_pipecats_own_aggregator_gives_tool_calls() -> None:
+    """A completed call, one with an empty result and one a barge-in cancelled, as pipecat 1.14 stores them."""
+    from pipecat.frames.frames import FunctionCallCancelFrame, FunctionCallInProgressFrame, FunctionCallResultFrame
+    from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+    from pipecat.tests.utils import SleepFrame, run_test
+
+    from voice_agent.core.transcript import ToolOutcome, TranscriptLane
+    from voice_agent.policies.pipecat_builtin import pipecat_history
+
+    calls = [("lookup_account", "t1", {"account_id": "ACC-4729-18"}, {"status": "open", "owner": "Zoë"}),
+             ("schedule_callback", "t2", {"date": "2026-12-14"}, None),
+             ("issue_credit", "t3", {"amount": 19.99}, {"status": "cancelled"})]
+    context = LLMContext()
+    frames: list[Any] = []
+    lane = TranscriptLane()
+    for name, call_id, arguments, result in calls:
+        frames.append(FunctionCallInProgressFrame(function_name=name, tool_call_id=call_id, arguments=arguments,
+                                                  cancel_on_interruption=True))
+        lane.append_tool_call(1, name, call_id, arguments)
+        if call_id == "t3":  # the caller spoke over it (a system frame: once the call is in progress)
+            frames += [SleepFrame(sleep=0.5), FunctionCallCancelFrame(function_name=name, tool_call_id=call_id)]
+            lane.append_tool_result(1, name, call_id, result, ToolOutcome.CANCELLED)
+        else:
+            frames.append(FunctionCallResultFrame(function_name=name, tool_call_id=call_id, arguments=arguments,
+                                                  result=result, run_llm=False))
+            lane.append_tool_result(1, name, call_id, result, ToolOutcome.COMPLETED)
+    await run_test(LLMAssistantAggregator(context), frames_to_send=frames)
+    assert pipecat_history(lane.entries) == context.get_messages()

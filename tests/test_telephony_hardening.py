@@ -508,6 +508,26 @@ async def test_a_slow_disk_at_a_calls_end_does_not_stall_the_other_calls(
     assert threads and all(name.startswith("call-records") for name in threads), threads
 
 
+async def test_record_work_is_done_when_its_call_is_cancelled_while_queued_or_ends_after_the_pool_closed() -> None:
+    bridge = VoiceBridge(config(), factory())
+    release, done = threading.Event(), []
+
+    def slow(tag: str) -> None:
+        release.wait(10)
+        done.append(tag)
+
+    busy = [asyncio.ensure_future(bridge.on_disk(slow, f"busy {n}")) for n in range(server_module.RECORD_THREADS)]
+    queued = asyncio.ensure_future(bridge.on_disk(done.append, "queued"))  # waits for a record thread
+    await asyncio.sleep(0.1)
+    queued.cancel()  # uvicorn cancelled its call's handler at shutdown
+    release.set()
+    await asyncio.gather(*busy)
+    await asyncio.to_thread(bridge.close)  # waits for what the threads were given
+    assert "queued" in done
+    await bridge.on_disk(done.append, "late")  # a call that ended after close: asyncio's own pool writes it
+    assert done[-1] == "late"
+
+
 def test_prune_deletes_only_old_call_records(tmp_path: Path) -> None:
     now = time.time()
     old, fresh, foreign = tmp_path / "call-1-abc123.jsonl", tmp_path / "call-2-def456.json", tmp_path / "notes.txt"

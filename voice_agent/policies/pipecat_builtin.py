@@ -22,7 +22,7 @@ from typing import Any
 
 from voice_agent.core.assembler import AssembledContext, Message
 from voice_agent.core.call_state import CallState
-from voice_agent.core.transcript import EntryKind, TranscriptEntry
+from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 from voice_agent.policies.base import NoRegeneration
 
 SUMMARY_TEMPLATE = "Conversation summary: {summary}"
@@ -41,7 +41,8 @@ def pipecat_history(entries: Sequence[TranscriptEntry]) -> list[Message]:
 
     In pipecat's shapes (its assistant aggregator): an agent utterance as heard (no mark of an interruption),
     each tool call its own ``assistant`` message with the ``tool`` message of its result right after
-    (``"COMPLETED"`` for an empty result, ``"IN_PROGRESS"`` for a call without one), JSON as pipecat dumps it.
+    (``"COMPLETED"`` for an empty result, ``"CANCELLED"`` for a cancelled call, ``"IN_PROGRESS"`` for a call
+    without one), JSON as pipecat dumps it.
     """
     results = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_RESULT}
     messages: list[Message] = []
@@ -58,6 +59,8 @@ def pipecat_history(entries: Sequence[TranscriptEntry]) -> list[Message]:
             result = results.get(entry.tool_call_id)
             if result is None:
                 content = "IN_PROGRESS"
+            elif result.outcome is ToolOutcome.CANCELLED:  # a barge-in, or a call a resume found open
+                content = "CANCELLED"
             else:
                 content = json.dumps(result.result, ensure_ascii=False, default=str) if result.result else "COMPLETED"
             messages.append({"role": "tool", "content": content, "tool_call_id": entry.tool_call_id})

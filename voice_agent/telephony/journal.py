@@ -264,7 +264,7 @@ class CallJournal:
             self._fail(exc)
 
     def unfollow(self) -> None:
-        """Stops writing the lane's new entries (on the thread that appends to it; :meth:`close` may then run
+        """Stops writing the lane's new entries (on the thread that appends to it; :meth:`settle` may then run
         on another)."""
         if self._followed is not None:
             self._followed.unsubscribe(self._appended)

@@ -1044,9 +1044,18 @@ class VoiceBridge:
         # calls share.
         await self.on_disk(self._write_out, record.call_id, summary, record.transcript, journal, handle)
 
-    async def on_disk(self, work: Callable[..., None], *args: Any) -> None:
-        """Runs blocking disk work of the call records on their own threads."""
-        await asyncio.get_running_loop().run_in_executor(self._disk, functools.partial(work, *args))
+    async def on_disk(self, work: Callable[..., Any], *args: Any) -> Any:
+        """Runs blocking disk work of the call records on their own threads, and returns its result.
+
+        A caller cancelled while it waits does not cancel the work: a record already queued is still written.
+        Work that comes after :meth:`close` (a call uvicorn gave up on at shutdown, ending late) runs on
+        asyncio's own pool, which ``asyncio.run`` finishes before the process exits.
+        """
+        try:
+            future = self._disk.submit(functools.partial(work, *args))
+        except RuntimeError:  # the pool was shut down
+            return await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(work, *args)))
+        return await asyncio.shield(asyncio.wrap_future(future))
 
     def close(self) -> None:
         """Lets the record threads finish what they were given, then stops them (after the drain)."""
@@ -1166,7 +1175,7 @@ class VoiceBridge:
             return
         while True:
             try:
-                await asyncio.to_thread(prune_records, Path(directory), days)
+                await self.on_disk(prune_records, Path(directory), days)
             except OSError as exc:
                 logger.error("transcripts: retention pass failed: {}", exc)
             await asyncio.sleep(PRUNE_INTERVAL_SECS)
