@@ -208,7 +208,7 @@ class CallJournal:
         ]
         self.write("turn", turn=turn, entries=self.written, executed=executed)
         if fsync:
-            self._fsync()
+            self.fsync()
 
     def fsync(self) -> None:
         """Forces what was written to disk (blocking; safe on a worker thread, where a live call runs it).
@@ -217,15 +217,10 @@ class CallJournal:
         stops it).
         """
         handle = self._file
-        if handle is None:
-            return
-        with self._disk:
-            if handle.closed:
-                return
-            try:
-                os.fsync(handle.fileno())
-            except (OSError, ValueError) as exc:
-                logger.error("transcripts: journal {} not forced to disk: {}", self.path.name, exc)
+        if handle is not None:
+            with self._disk:
+                if not handle.closed:
+                    self._force(handle)
 
     def end(self, summary: Mapping[str, Any]) -> IO[str] | None:
         """Writes the end line and stops the journal: every later write is a no-op, on any thread.
@@ -244,10 +239,7 @@ class CallJournal:
         if handle is None:
             return
         with self._disk:
-            try:
-                os.fsync(handle.fileno())
-            except (OSError, ValueError) as exc:
-                logger.error("transcripts: journal {} not forced to disk at its end: {}", self.path.name, exc)
+            self._force(handle)
             with contextlib.suppress(OSError):
                 handle.close()
 
@@ -255,13 +247,12 @@ class CallJournal:
         """Writes the end line, forces the file to disk and closes it (:meth:`end`, then :meth:`settle`)."""
         self.settle(self.end(summary))
 
-    def _fsync(self) -> None:
-        if self._file is None:
-            return
+    def _force(self, handle: IO[str]) -> None:
+        """fsync, a failure logged (called holding ``_disk``)."""
         try:
-            os.fsync(self._file.fileno())
+            os.fsync(handle.fileno())
         except (OSError, ValueError) as exc:
-            self._fail(exc)
+            logger.error("transcripts: journal {} not forced to disk: {}", self.path.name, exc)
 
     def unfollow(self) -> None:
         """Stops writing the lane's new entries (on the thread that appends to it; :meth:`settle` may then run
