@@ -20,7 +20,7 @@ import typer
 
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import INTERIMS_HELP, AudioStack, SttKind, TtsKind, agent_ears, caller_voice
-from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold
 
 if TYPE_CHECKING:
     from voice_agent.telephony.workers import WorkerSlot
@@ -106,8 +106,10 @@ def serve_command(
         _fail("serve", f"--workers must be at least 1, got {workers}")
     if workers > 1 and port == 0:
         _fail("serve", "--workers needs a fixed --port (every worker binds the same one)")
-    if gc_young_threshold < 0:  # before any worker is forked, so the error is said once
-        _fail("serve", f"--gc-young-threshold must be 0 (CPython's collector) or more, got {gc_young_threshold}")
+    try:
+        check_young_threshold(gc_young_threshold)  # before any worker is forked, so the error is said once
+    except ValueError as exc:
+        _fail("serve", str(exc))
     if workers == 1:
         _serve_worker(host, port, provider, public_url, production, max_calls, stack, transcripts, retention_days,
                       drain_timeout, knowledge, script, fleet_max_calls, hand_over, interims=interims,

@@ -41,6 +41,16 @@ class HeapState:
     thresholds: tuple[int, int, int]
 
 
+def check_young_threshold(young_threshold: int) -> None:
+    """Refuses a negative threshold, in the words ``serve`` says it (``--gc-young-threshold``).
+
+    Raises:
+        ValueError: A negative threshold.
+    """
+    if young_threshold < 0:
+        raise ValueError(f"--gc-young-threshold must be 0 or more (0 keeps CPython's collector), got {young_threshold}")
+
+
 def settle_heap(young_threshold: int = DEFAULT_YOUNG_THRESHOLD) -> HeapState:
     """Freezes what start-up left alive and sets the young generation's threshold.
 
@@ -56,8 +66,7 @@ def settle_heap(young_threshold: int = DEFAULT_YOUNG_THRESHOLD) -> HeapState:
     Raises:
         ValueError: A negative threshold.
     """
-    if young_threshold < 0:
-        raise ValueError(f"the young-generation threshold must be 0 or more, got {young_threshold}")
+    check_young_threshold(young_threshold)
     if young_threshold == 0:
         return HeapState(0, gc.get_threshold())
     gc.collect()  # what start-up left as garbage goes now, not into the permanent generation

@@ -75,7 +75,7 @@ from voice_agent.telephony.bridge import (
     PolicyWebSocketProtocol,
 )
 from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailable
-from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold, settle_heap
 from voice_agent.telephony.journal import (
     CallJournal,
     ensure_record_dir,
@@ -255,9 +255,10 @@ class ServerConfig:
                               "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
         if self.webhook_max_bytes < 1024:
             raise ConfigError("webhook_max_bytes must be at least 1024")
-        if self.gc_young_threshold < 0:
-            raise ConfigError(f"--gc-young-threshold must be 0 (CPython's collector) or more, "
-                              f"got {self.gc_young_threshold}")
+        try:
+            check_young_threshold(self.gc_young_threshold)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         try:
             verifier = webhook_verifier(self.provider, self.credentials, self.signature_tolerance_secs)
         except ValueError as exc:  # a malformed TELNYX_PUBLIC_KEY
