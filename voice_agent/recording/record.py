@@ -189,12 +189,13 @@ class CallRecorder:
         """The LLM received ``messages`` (the assembled context of one inference)."""
         now = time.perf_counter() if now is None else now
         record = self._open(max(self.session.turn, 1), now)
-        texts = [_content(m) for m in messages]
+        first = record.requests == 0  # the turn's first request is measured whole; a re-run only for caller words
+        texts = [_content(m) if first or m.get("role") == "user" else "" for m in messages]
         for message, text in zip(messages, texts, strict=True):
             if message.get("role") == "user" and not is_pipecat_summary("user", text):
                 self._caller_texts.setdefault(text, None)
         record.requests += 1
-        if record.requests > 1:
+        if not first:
             return
         whole = "\n".join(texts)
         memory = "\n".join(t for m, t in zip(messages, texts, strict=True)
