@@ -29,13 +29,6 @@ class CallerMessages:
         self._seen: set[int] = set()
         self._kept: list[object] = []  # holds the seen messages, so their ids are never reused
 
-    def seen(self, messages: list[Any]) -> None:
-        """Marks ``messages`` as handed on already (a resumed call's earlier turns)."""
-        for message in messages:
-            if isinstance(message, dict) and message.get("role") == "user" and id(message) not in self._seen:
-                self._seen.add(id(message))
-                self._kept.append(message)
-
     def new(self, messages: list[Any]) -> list[str]:
         """The caller's words not handed on yet.
 

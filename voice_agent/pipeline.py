@@ -150,7 +150,7 @@ def build_call_pipeline(
         assistant_params=assistant_params,
     )
     caller_messages, history = CallerMessages(), CallerHistoryReader()
-    caller_messages.seen(restored)  # said on an earlier leg: they open no turn here
+    caller_messages.new(restored)  # said on an earlier leg: handed on now, they open no turn here
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
