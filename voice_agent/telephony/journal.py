@@ -187,9 +187,10 @@ class CallJournal:
             self.written += 1
 
     def follow(self, transcript: TranscriptLane) -> None:
-        """Writes what ``transcript`` holds now (a resumed call's earlier entries), then each entry as it is
-        appended to it, before the code that appended it goes on: the line reaches the kernel (a ``kill -9``
-        right after keeps it); the file is forced to disk at each completed turn. Stops at :meth:`close`."""
+        """Writes the entries ``transcript`` holds past :attr:`written` now (a resumed leg: those it added, its
+        cancelled tool calls and its opening line, since earlier legs' journals hold the rest), then each entry
+        as it is appended, before the code that appended it goes on: the line reaches the kernel (a ``kill -9``
+        right after keeps it); the file is forced to disk at each completed turn. Stops at :meth:`end`."""
         self.sync(transcript)
         if self._file is not None:
             self._followed = transcript

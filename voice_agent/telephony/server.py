@@ -983,8 +983,8 @@ class VoiceBridge:
         tap = RecorderTap(recorder, call.llm, call.output_guard)
         journal = live.journal
         if journal is not None:
-            # The record file follows the transcript lane entry by entry (what a resumed call brought is written
-            # now), and is forced to disk per turn.
+            # The record file follows the transcript lane entry by entry (a resumed leg's own new entries are
+            # written now), and is forced to disk per turn.
             transcript = session.state.transcript
             journal.follow(transcript)
 
@@ -1037,7 +1037,8 @@ class VoiceBridge:
         handle = None
         if journal is not None:
             if session is not None:
-                journal.sync(session.state.transcript)  # what the end of the call added (cancelled tools)
+                # Following, every entry is written already; this catches a call whose pipeline never started.
+                journal.sync(session.state.transcript)
             handle = journal.end(summary)  # here, on the loop: a later write (a drain's event) is a no-op
         if journal is None and self.config.transcript_dir is None:
             return
