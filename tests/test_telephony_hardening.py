@@ -516,15 +516,17 @@ async def test_record_work_is_done_when_its_call_is_cancelled_while_queued_or_en
         release.wait(10)
         done.append(tag)
 
-    busy = [asyncio.ensure_future(bridge.on_disk(slow, f"busy {n}")) for n in range(server_module.RECORD_THREADS)]
-    queued = asyncio.ensure_future(bridge.on_disk(done.append, "queued"))  # waits for a record thread
+    busy = [asyncio.ensure_future(bridge.run_on_record_threads(slow, f"busy {n}"))
+            for n in range(server_module.RECORD_THREADS)]
+    queued = asyncio.ensure_future(bridge.run_on_record_threads(done.append, "queued"))  # waits for a record thread
     await asyncio.sleep(0.1)
     queued.cancel()  # uvicorn cancelled its call's handler at shutdown
     release.set()
     await asyncio.gather(*busy)
     await asyncio.to_thread(bridge.close)  # waits for what the threads were given
     assert "queued" in done
-    await bridge.on_disk(done.append, "late")  # a call that ended after close: asyncio's own pool writes it
+    # A call that ended after close: asyncio's own pool writes it.
+    await bridge.run_on_record_threads(done.append, "late")
     assert done[-1] == "late"
 
 

@@ -145,7 +145,7 @@ class CallJournal:
         self._followed: TranscriptLane | None = None
         # Held by the blocking parts (fsync, the final close), which may run on a worker thread: a close
         # never lands while an fsync of the same file runs.
-        self._disk = threading.Lock()
+        self._file_lock = threading.Lock()
 
     @classmethod
     def open(cls, directory: Path, call_id: str) -> CallJournal:
@@ -219,7 +219,7 @@ class CallJournal:
         """
         handle = self._file
         if handle is not None:
-            with self._disk:
+            with self._file_lock:
                 if not handle.closed:
                     self._force(handle)
 
@@ -239,7 +239,7 @@ class CallJournal:
         """Forces an ended journal's file to disk and closes it (blocking; safe on a worker thread)."""
         if handle is None:
             return
-        with self._disk:
+        with self._file_lock:
             self._force(handle)
             with contextlib.suppress(OSError):
                 handle.close()
@@ -249,7 +249,7 @@ class CallJournal:
         self.settle(self.end(summary))
 
     def _force(self, handle: IO[str]) -> None:
-        """fsync, a failure logged (called holding ``_disk``)."""
+        """fsync, a failure logged (called holding ``_file_lock``)."""
         try:
             os.fsync(handle.fileno())
         except (OSError, ValueError) as exc:

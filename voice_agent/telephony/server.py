@@ -551,7 +551,7 @@ class VoiceBridge:
         self.resumes = 0
         # The call records' disk work (fsyncs, the end's record file) has threads of its own: on asyncio's
         # default pool a slow disk would queue the calls' audio models (STT, TTS) behind it.
-        self._disk = ThreadPoolExecutor(max_workers=RECORD_THREADS, thread_name_prefix="call-records")
+        self._record_threads = ThreadPoolExecutor(max_workers=RECORD_THREADS, thread_name_prefix="call-records")
         if self.verifier is None:
             logger.warning("webhooks: {} is not set, {} webhook signatures are not checked (development mode: "
                            "unsigned webhooks are rate-limited; --production requires signatures)",
@@ -991,7 +991,7 @@ class VoiceBridge:
             async def on_turn_completed(_processor: Any, turn: int) -> None:
                 journal.turn_completed(turn, transcript, fsync=False)
                 # One slow disk must not stall the event loop every call shares.
-                await self.on_disk(journal.fsync)
+                await self.run_on_record_threads(journal.fsync)
 
             call.turn_log.add_event_handler("on_turn_completed", on_turn_completed)
         persistence = self.persistence
@@ -1044,9 +1044,9 @@ class VoiceBridge:
             return
         # The two fsyncs and the record file wait for the disk: off the loop, which this process's other
         # calls share.
-        await self.on_disk(self._write_out, record.call_id, summary, record.transcript, journal, handle)
+        await self.run_on_record_threads(self._write_out, record.call_id, summary, record.transcript, journal, handle)
 
-    async def on_disk(self, work: Callable[..., Any], *args: Any) -> Any:
+    async def run_on_record_threads(self, work: Callable[..., Any], *args: Any) -> Any:
         """Runs blocking disk work of the call records on their own threads, and returns its result.
 
         A caller cancelled while it waits does not cancel the work: a record already queued is still written.
@@ -1054,14 +1054,14 @@ class VoiceBridge:
         asyncio's own pool, which ``asyncio.run`` finishes before the process exits.
         """
         try:
-            future = self._disk.submit(functools.partial(work, *args))
+            future = self._record_threads.submit(functools.partial(work, *args))
         except RuntimeError:  # the pool was shut down
             return await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(work, *args)))
         return await asyncio.shield(asyncio.wrap_future(future))
 
     def close(self) -> None:
         """Lets the record threads finish what they were given, then stops them (after the drain)."""
-        self._disk.shutdown(wait=True)
+        self._record_threads.shutdown(wait=True)
 
     def _write_out(self, call_id: str, summary: dict[str, Any], transcript: list[str],
                    journal: CallJournal | None, handle: IO[str] | None) -> None:
@@ -1177,7 +1177,7 @@ class VoiceBridge:
             return
         while True:
             try:
-                await self.on_disk(prune_records, Path(directory), days)
+                await self.run_on_record_threads(prune_records, Path(directory), days)
             except OSError as exc:
                 logger.error("transcripts: retention pass failed: {}", exc)
             await asyncio.sleep(PRUNE_INTERVAL_SECS)
