@@ -8,7 +8,7 @@ Time: what a live lanes turn runs before its LLM request, the pipeline's context
 ``CallSession.assemble`` running ``LanesPolicy.build``: the caller-constraint lines from the date guard,
 KNOWN FACTS, summary, recent turns, token counts) at turn 10, 100 and 1000 of one scripted call; p50/p99
 and the turn-1000 / turn-10 ratio (targets: p99 < 1 ms at turn 1000, ratio <= 1.5), with the collector on
-(the product's configuration) and, side by side, off.
+(the product's configuration: serve's settled heap, ``voice_agent.telephony.heap``) and, side by side, off.
 On the turn: that context stage, after the caller's interim transcript with the final's words was read
 ahead (``CallSession.read_ahead_caller``, as ``processors/caller_read_ahead.py`` does while the caller
 speaks), so the turn takes the caller's dates and spoken identifiers instead of reading them. Off the turn,
@@ -54,6 +54,7 @@ from voice_agent.domains.billing import billing_domain
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.stats import percentile
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 
 SYSTEM = "You are a billing support agent on a phone call. Be brief, confirm values, never guess identifiers." * 2
 SUMMARY_BYTES = 2048
@@ -370,6 +371,8 @@ def main() -> int:
         parser.error("--samples must be at least 100 (a p99 needs them)")
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    heap = settle_heap(DEFAULT_YOUNG_THRESHOLD)  # the collector as serve runs it once warmed up
+    print(f"garbage collector as serve runs it: thresholds {heap.thresholds}, {heap.frozen} start-up objects frozen")
     met = asyncio.run(bench_live_turn(samples=args.samples))
     bench_tokens()
     return 1 if args.check and not met else 0

@@ -1338,6 +1338,7 @@ async def running_bridge(config: ServerConfig, call_factory: CallFactory) -> Asy
     """
     bridge = VoiceBridge(config, call_factory)
     await asyncio.to_thread(bridge.warm_up)
+    settle_heap(config.gc_young_threshold)  # the collector as serve runs it (a test gets it back: conftest)
     sock = listen(config)
     port = sock.getsockname()[1]
     server = DrainingServer(uvicorn_config(bridge), bridge)
