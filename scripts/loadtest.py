@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voice_agent.stats import percentile  # noqa: E402  # after the path is set
-from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD  # noqa: E402
+from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold  # noqa: E402
 
 BUDGET_MS = 100.0
 """The p95 added latency a call count must stay under."""
@@ -154,10 +154,10 @@ def free_port() -> int:
 
 
 def run_server(port: int, bridge: str, stack_name: str, max_calls: int, lines: list[str], workers: int,
-               profile_dir: Path | None, gc_young_threshold: int) -> None:
+               profile_dir: Path | None, gc_young_threshold: int, transcripts: Path | None) -> None:
     """Bridge-process entry: ``workers`` processes on ``port`` (forked; one runs here when 1)."""
     if workers == 1:
-        _serve_one(port, bridge, stack_name, max_calls, lines, None, profile_dir, gc_young_threshold)
+        _serve_one(port, bridge, stack_name, max_calls, lines, None, profile_dir, gc_young_threshold, transcripts)
         return
     from voice_agent.telephony.server import bind_socket
     from voice_agent.telephony.workers import WorkerSlot, run_workers
@@ -165,13 +165,13 @@ def run_server(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
     sock = bind_socket("127.0.0.1", port)  # one socket, no SO_REUSEPORT: the workers inherit it
 
     def worker(slot: WorkerSlot) -> None:
-        _serve_one(port, bridge, stack_name, max_calls, lines, slot, profile_dir, gc_young_threshold)
+        _serve_one(port, bridge, stack_name, max_calls, lines, slot, profile_dir, gc_young_threshold, transcripts)
 
     raise SystemExit(run_workers(workers, sock, worker))
 
 
 def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: list[str], slot: Any,
-               profile_dir: Path | None, gc_young_threshold: int) -> None:
+               profile_dir: Path | None, gc_young_threshold: int, transcripts: Path | None) -> None:
     from loguru import logger
 
     from voice_agent.audio.stack import AudioStack
@@ -189,7 +189,7 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
         main: Any = serve_reporting(lambda ready: serve_plain(stack, "127.0.0.1", port, sock=sock, ready=ready,
                                                               gc_young_threshold=gc_young_threshold), slot)
     else:
-        main = _ours(port, stack, max_calls, slot, gc_young_threshold)
+        main = _ours(port, stack, max_calls, slot, gc_young_threshold, transcripts)
     index = slot.index if slot is not None else 0
     if profile_dir is None:
         asyncio.run(main)
@@ -206,7 +206,7 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
         profiler.dump_stats(str(profile_dir / f"{bridge}-{index}.prof"))
 
 
-def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: int) -> Any:
+def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: int, transcripts: Path | None) -> Any:
     from voice_agent.call_factory import call_factory
     from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.telephony.providers import HangupCredentials
@@ -220,11 +220,10 @@ def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: 
         fleet = LocalFleet(slot.fleet_path, f"loadtest/{slot.index}")
     # Knowledge retrieval embeds each final transcript: model time, like STT and TTS, so it is off
     # here and the figures are the pipeline's own overhead. No call store: the figures are the call's.
-    transcripts = os.environ.get("LOADTEST_TRANSCRIPTS") or None  # --transcripts, set by start_bridge
     config = ServerConfig(port=port, stack=stack, max_calls=max_calls, idle_timeout_secs=None, drain_timeout_secs=5,
                           knowledge=False, credentials=HangupCredentials.from_env(), fleet=fleet, hand_over=False,
                           gc_young_threshold=gc_young_threshold,
-                          transcript_dir=Path(transcripts) if transcripts else None, transcript_retention_days=None)
+                          transcript_dir=transcripts, transcript_retention_days=None)
     try:
         # The configured call (offline default: the reference agent), with K=2, S=2 and the extractive
         # summarizer: the local model's passes (seconds of CPU each, in the background) are model time.
@@ -762,8 +761,9 @@ def start_bridge(port: int, bridge: str, args: argparse.Namespace, levels: list[
                "--gc-young-threshold", str(args.gc_young_threshold)]
     if args.profile is not None:
         command += ["--profile", str(args.profile)]
-    env = {**os.environ, "TWILIO_AUTH_TOKEN": auth_token, "TWILIO_ACCOUNT_SID": "",
-           "LOADTEST_TRANSCRIPTS": str(args.transcripts.resolve()) if args.transcripts else ""}
+    if args.transcripts is not None:
+        command += ["--transcripts", str(args.transcripts.resolve())]
+    env = {**os.environ, "TWILIO_AUTH_TOKEN": auth_token, "TWILIO_ACCOUNT_SID": ""}
     with log.open("wb") as err:
         return subprocess.Popen(command, cwd=ROOT, env=env, stderr=err)
 
@@ -831,11 +831,13 @@ def main() -> int:
         parser.error("--workers must be at least 1")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    if args.gc_young_threshold < 0:
-        parser.error("--gc-young-threshold must be 0 (CPython's collector) or more")
+    try:
+        check_young_threshold(args.gc_young_threshold)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.serve is not None:
         run_server(args.serve, bridges[0], args.stack, max(levels), lines, args.workers, args.profile,
-                   args.gc_young_threshold)
+                   args.gc_young_threshold, args.transcripts)
         return 0
 
     from voice_agent.audio.stack import AudioStack, caller_voice
