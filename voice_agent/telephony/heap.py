@@ -2,8 +2,9 @@
 
 Every call of a process shares one event loop, and CPython's collector runs on it. A full (oldest-
 generation) collection walks every tracked object of the process: the modules, pipecat, the audio
-models' Python objects and every live call. Under the load test (75 calls on three workers) each worker
-paused for 50-190 ms four or five times a run, and every call of that worker waited out each pause; those
+models' Python objects and every live call. Timed with ``gc.callbacks`` in each worker of a load-test run
+(an experiment, not something ``scripts/loadtest.py`` reports), 75 calls on three workers paused each
+worker for 50-190 ms four or five times a run, and every call of that worker waited out each pause; those
 pauses were most of the p95. Two changes make them rare and short:
 
 - the objects alive once the process has started (imports, models, the factory) are frozen
@@ -11,7 +12,8 @@ pauses were most of the p95. Two changes make them rare and short:
 - the youngest generation collects after ``young_threshold`` net allocations instead of CPython 3.11's
   700, so young and middle collections run about ten times less often; and since the collection just
   before the freeze leaves start-up's objects counted as long-lived, a full collection waits until a
-  quarter as many again have been promoted. No full collection ran during a load-test level afterwards.
+  quarter as many again have been promoted. In the same experiment afterwards, no full collection ran
+during a load-test level.
 
 What it costs: cyclic garbage that runs through a frozen object (a start-up object that later drops out
 of a cycle, or a new object caught in a cycle with one) is never collected. That is bounded by what
