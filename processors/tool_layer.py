@@ -6,6 +6,7 @@ import asyncio
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from voice_agent.session import CallSession
@@ -24,10 +25,15 @@ def register_guarded_tools(llm: LLMService, session: CallSession) -> None:
     """Registers one guarded handler per domain tool on ``llm``.
 
     The guards run first; a rejection becomes the tool result the model reads, so the
-    bot is never left silent. A call cancelled by a barge-in is recorded as cancelled.
+    bot is never left silent. A call cancelled by a barge-in is recorded as cancelled. Before a
+    date-bearing action a configured model reader reads the call while the caller hears the
+    holding line.
     """
 
     async def handler(params: FunctionCallParams) -> None:
+        if session.reads_dates(params.function_name, params.arguments) and session.config.holding_line:
+            # The model reads the call before a date-bearing action runs: the caller is not left in silence.
+            await params.llm.push_frame(TTSSpeakFrame(session.config.holding_line, append_to_context=False))
         try:
             result = await session.execute_tool(params.function_name, params.tool_call_id, dict(params.arguments))
         except asyncio.CancelledError:

@@ -485,7 +485,7 @@ def test_the_command_prints_tables_writes_json_and_exits_by_the_rules(tmp_path: 
     monkeypatch.setattr(date_eval, "DateGuard", ConstantGuard(DateVerdict.CONFLICT))
     out = tmp_path / "report.json"
     written = tmp_path / "calls.jsonl"
-    args = ["dates", "--sentences", str(small), "--n", "2", "--no-sgd", "--json", str(out),
+    args = ["date-verdicts", "--sentences", str(small), "--n", "2", "--no-sgd", "--json", str(out),
             "--write-calls", str(written)]
     result = CliRunner().invoke(eval_app, args)
     assert result.exit_code == 0, result.output
@@ -493,12 +493,13 @@ def test_the_command_prints_tables_writes_json_and_exits_by_the_rules(tmp_path: 
     assert json.loads(out.read_text())["calls"]["calls"] == 2 and written.is_file()
     strict = CliRunner().invoke(eval_app, [*args, "--strict"])
     assert strict.exit_code == 1
-    replayed = CliRunner().invoke(eval_app, ["dates", "--sentences", str(small), "--calls", str(written), "--no-sgd"])
+    replayed = CliRunner().invoke(eval_app, ["date-verdicts", "--sentences", str(small), "--calls", str(written),
+                                             "--no-sgd"])
     assert replayed.exit_code == 0, replayed.output
     broken = tmp_path / "broken.yaml"
     broken.write_text("items: [{text: x, class: nope, subject: none, kind: none}]", encoding="utf-8")
-    assert CliRunner().invoke(eval_app, ["dates", "--sentences", str(broken), "--no-sgd"]).exit_code == 2
-    assert CliRunner().invoke(eval_app, ["dates", "--sentences", str(tmp_path / "no.yaml")]).exit_code == 2
+    assert CliRunner().invoke(eval_app, ["date-verdicts", "--sentences", str(broken), "--no-sgd"]).exit_code == 2
+    assert CliRunner().invoke(eval_app, ["date-verdicts", "--sentences", str(tmp_path / "no.yaml")]).exit_code == 2
 
 
 # -- SGD perturbations from the annotations, not the engine ------------------------------------------------------------

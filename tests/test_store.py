@@ -277,7 +277,9 @@ async def test_after_a_resume_the_date_guard_still_reads_what_was_said_before_it
     resumed.session.state.start_turn(asked)
     early = resumed.session.review_tool_call("schedule_callback", "c-early",
                                              {"account_id": "ACC-4729-18", "date": "2026-12-10"})
-    assert early.rejection is not None and early.rejection["verdict"] == "conflict", early.rejection
+    # The caller asks for the 10th themselves: the contract reads their limit back rather than booking it.
+    assert early.rejection is not None and early.rejection["verdict"] == "confirm", early.rejection
+    assert [c.verdict.value for c in early.date_checks] == ["conflict"]
     assert early.rejection["citations"][0]["turn"] == 8
     fresh = new_call()  # the same request in a call that never heard the constraint passes the guard
     fresh.session.state.ledger.record_from_tool("account", "ACC-4729-18", 1, "lookup_account", "account_id")

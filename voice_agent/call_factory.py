@@ -56,6 +56,7 @@ def session_config(settings: Settings) -> SessionConfig:
         # Only an explicit setting here; build_session adds the default of the summarizer it builds.
         summary_in_background=settings.summarizer.background is True,
         pipecat=pipecat_limits(settings),
+        holding_line=settings.dates.holding_line,
     )
 
 
@@ -144,8 +145,11 @@ def build_session(
         call_id: Names the call.
         domain: The call's domain.
         summarizer: The summarizer; default: the one ``settings.summarizer`` names (built with ``llm``).
-        llm: For an ``llm`` summarizer: the service to summarize with.
+        llm: For an ``llm`` summarizer or ``dates.reader``: the conversation LLM.
     """
+    from voice_agent.services.date_reader import make_date_reader
+    from voice_agent.summarizers.local import LocalSummarizer
+
     config = session_config(settings)
     needs_summarizer = config.policy is not PolicyName.WINDOW and not (
         config.policy is PolicyName.PIPECAT and not config.pipecat.summarize)
@@ -154,11 +158,12 @@ def build_session(
         # A slow summarizer (local: 15-35 s a pass) runs off the turn unless the settings say otherwise;
         # a summarizer put in by the caller (a simulation's instrument) runs inline unless they say so.
         config = replace(config, summary_in_background=summarizer_choice(settings).background)
+    reader = make_date_reader(settings, llm, summarizer if isinstance(summarizer, LocalSummarizer) else None)
     if config.policy is PolicyName.PIPECAT:
         summary_llm = pipecat_summary_llm(summarizer) if config.pipecat.summarize and summarizer else None
         policy = PipecatBuiltinPolicy(config.pipecat, summary_llm)
-        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy)
-    return CallSession(domain, config, summarizer, call_id=call_id)
+        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy, date_reader=reader)
+    return CallSession(domain, config, summarizer, call_id=call_id, date_reader=reader)
 
 
 def build_call(

@@ -16,6 +16,7 @@ from loguru import logger
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import BackgroundPasses
+from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
@@ -86,6 +87,8 @@ class SessionConfig:
     before the caller's next line (so both mechanisms are measured with their summary in place)."""
     pipecat: PipecatSummaryLimits = field(default_factory=PipecatSummaryLimits)
     """pipecat's summarization thresholds, for the ``pipecat`` policy."""
+    holding_line: str = "One moment while I check the dates you gave me."
+    """What the caller hears while a model reader reads the call at a date-bearing action ("" for nothing)."""
 
 
 class CallSession:
@@ -114,8 +117,11 @@ class CallSession:
         summarizer: PolicySummarizer | None = None,
         call_id: str = "call",
         policy: Policy | None = None,
+        date_reader: DateReader | None = None,
     ) -> None:
         self.domain = domain
+        self.date_reader = date_reader
+        self.date_readings: list[DateReading] = []
         self.config = config
         self.call_id = call_id
         self.state = CallState(
@@ -287,11 +293,31 @@ class CallSession:
         turn = self.state.turn
         self.requests_by_turn[turn] = self.requests_by_turn.get(turn, 0) + 1
 
-    def review_tool_call(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> GateDecision:
-        """Records the call in the transcript, then runs the guards on it."""
+    def reads_dates(self, name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a model will read the call before this tool call runs (the caller hears the holding line)."""
+        return self.date_reader is not None and self.gate.has_dates(name, arguments)
+
+    async def read_dates(self, name: str, arguments: Mapping[str, Any]) -> DateReading | None:
+        """The model reader's reading of the call at a date-bearing action (None without a model reader)."""
+        if self.date_reader is None or not self.gate.has_dates(name, arguments):
+            return None
+        reading = await self.date_reader.read(self.state.transcript.entries, self.config.reference_date)
+        self.date_readings.append(reading)
+        if not reading.ok:
+            logger.warning("call {}: date reader {} ({}); the rules decide and binding words are read back",
+                           self.call_id, reading.status.value, reading.error)
+        elif reading.dropped:
+            logger.info("call {}: date reader quoted {} line(s) not in the transcript (dropped)", self.call_id,
+                        reading.dropped)
+        return reading
+
+    def review_tool_call(
+        self, name: str, call_id: str, arguments: Mapping[str, Any], reading: DateReading | None = None
+    ) -> GateDecision:
+        """Records the call in the transcript, then runs the guards on it (with the model's date reading, if any)."""
         turn = max(self.state.turn, 1)
         # Review first: the call's own entry must not count as a source for its arguments.
-        decision = self.gate.review(self.state, name, arguments)
+        decision = self.gate.review(self.state, name, arguments, reading)
         self.state.transcript.append_tool_call(turn, name, call_id, arguments)
         rejection = None
         if decision.rejection is not None:
@@ -305,7 +331,8 @@ class CallSession:
 
     async def execute_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Guards, runs and harvests one tool call; always returns a result for the model."""
-        decision = self.review_tool_call(name, call_id, arguments)
+        reading = await self.read_dates(name, arguments)
+        decision = self.review_tool_call(name, call_id, arguments, reading)
         if decision.rejection is not None:
             return decision.rejection
         handler = self.domain.handlers.get(name)

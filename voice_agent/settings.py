@@ -219,6 +219,25 @@ class CallConfig(_Section):
     ledger_capacity: int = Field(default=64, ge=1)
 
 
+class DatesConfig(_Section):
+    """The date contract's second reader (the cue-word rules always read).
+
+    Attributes:
+        reader: ``rules`` (no model: the rules and the confirm rule alone), ``llm`` (the conversation LLM reads
+            the caller's turns at each date-bearing action, JSON by schema) or ``local`` (the packaged local
+            model, from the ``local-summarizer`` extra).
+        reader_timeout_secs: Longest the model may take; past it the rules decide and any statement that could
+            bind the day is read back to the caller.
+        reader_max_tokens: Output token budget of one reading.
+        holding_line: What the caller hears while the model reads ("" for nothing).
+    """
+
+    reader: Literal["rules", "llm", "local"] = "rules"
+    reader_timeout_secs: float = Field(default=8.0, gt=0.0)
+    reader_max_tokens: int = Field(default=768, ge=64)
+    holding_line: str = "One moment while I check the dates you gave me."
+
+
 class StoreConfig(_Section):
     """The call store: where a served call's state is written after every turn, so another worker can resume it.
 
@@ -272,6 +291,7 @@ class Settings(BaseSettings):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     call: CallConfig = Field(default_factory=CallConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    dates: DatesConfig = Field(default_factory=DatesConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from voice_agent.core.call_state import CallState
+from voice_agent.core.dates.reading import DateReading
+from voice_agent.core.guards.date_contract import DateContract, DateDecision
 from voice_agent.core.guards.date_guard import DateCheck, DateGuard
 from voice_agent.core.guards.id_guard import IdCheck, IdGuard
 from voice_agent.core.guards.quote_guard import QuoteCheck, QuoteGuard
@@ -25,9 +27,11 @@ class GateDecision:
     Attributes:
         tool: The tool's name.
         id_checks: One per identifier argument.
-        date_checks: One per date argument (the transcript is re-read only when there is one).
+        date_checks: The cue-word reader's verdict, one per date argument (the transcript is re-read only
+            when there is one).
         rejection: The structured result the model receives instead of running the tool.
         quote_checks: One per ``caller_quote`` argument, with the turn it quotes.
+        date_decisions: The date contract's run, confirm or refuse, one per date argument.
     """
 
     tool: str
@@ -35,6 +39,7 @@ class GateDecision:
     date_checks: tuple[DateCheck, ...] = ()
     rejection: dict[str, Any] | None = None
     quote_checks: tuple[QuoteCheck, ...] = ()
+    date_decisions: tuple[DateDecision, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -57,7 +62,9 @@ class GateDecision:
     def verdicts(self) -> list[dict[str, str]]:
         """Verdicts as plain records for logs and spans (argument names, never values)."""
         out = [{"guard": "id", "argument": c.argument, "verdict": c.verdict.value} for c in self.id_checks]
-        out += [{"guard": "date", "argument": c.argument, "verdict": c.verdict.value} for c in self.date_checks]
+        actions = {d.argument: d.action.value for d in self.date_decisions}
+        out += [{"guard": "date", "argument": c.argument, "verdict": c.verdict.value,
+                 **({"action": actions[c.argument]} if c.argument in actions else {})} for c in self.date_checks]
         out += [{"guard": "quote", "argument": c.argument, "verdict": "ok" if c.accepted else "not_said"}
                 for c in self.quote_checks]
         return out
@@ -78,32 +85,46 @@ class ToolGate:
         self.id_guard = IdGuard(ledger_only_for_mutations=True)
         self.quote_guard = QuoteGuard()
         self.date_guard = date_guard
+        self.date_contract = DateContract(date_guard)
 
-    def review(self, state: CallState, tool_name: str, arguments: Mapping[str, Any]) -> GateDecision:
-        """Checks one call before it runs; never modifies the lanes."""
+    def has_dates(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of ``tool_name`` with ``arguments`` is a date-bearing action (the contract judges it)."""
+        tool = self.tools.get(tool_name)
+        return tool is not None and any(p.name in arguments for p in tool.params_of(ParamKind.DATE))
+
+    def review(
+        self, state: CallState, tool_name: str, arguments: Mapping[str, Any], reading: DateReading | None = None
+    ) -> GateDecision:
+        """Checks one call before it runs; never modifies the lanes.
+
+        Args:
+            state: The call's lanes.
+            tool_name: The tool the model called.
+            arguments: Its arguments.
+            reading: The model reader's reading of the call at this action, when a model reader is configured.
+        """
         tool = self.tools.get(tool_name)
         if tool is None:
             return GateDecision(tool_name, rejection=_rejection("tool", "unknown_tool", f"No tool named {tool_name}."))
         id_checks = tuple(self.id_guard.check(tool, arguments, state.ledger, state.recent_entries()))
-        date_checks: tuple[DateCheck, ...] = ()
-        if tool.params_of(ParamKind.DATE) and any(p.name in arguments for p in tool.params_of(ParamKind.DATE)):
+        decisions: tuple[DateDecision, ...] = ()
+        if self.has_dates(tool_name, arguments):
             # The full transcript is re-read here, at the moment of a date-bearing action, and only here.
-            date_checks = tuple(self.date_guard.check(tool, arguments, state.transcript))
+            decisions = tuple(self.date_contract.decide(tool, arguments, state.transcript, reading))
+        date_checks = tuple(d.rules for d in decisions)
         quotes = tuple(self.quote_guard.check(tool, arguments, state.transcript))
         for check in id_checks:
             if not check.accepted:
                 return GateDecision(tool_name, id_checks, date_checks, _rejection("id", check.verdict, check.reason),
-                                    quotes)
-        for date_check in date_checks:
-            if not date_check.accepted:
-                rejection = _rejection("date", date_check.verdict, date_check.reason)
-                rejection["citations"] = [{"turn": c.turn, "words": c.words} for c in date_check.citations]
-                return GateDecision(tool_name, id_checks, date_checks, rejection, quotes)
+                                    quotes, decisions)
+        for date_decision in decisions:
+            if not date_decision.runs:
+                return GateDecision(tool_name, id_checks, date_checks, date_decision.result(), quotes, decisions)
         for quote in quotes:
             if not quote.accepted:
                 return GateDecision(tool_name, id_checks, date_checks, _rejection("quote", "not_said", quote.reason),
-                                    quotes)
-        return GateDecision(tool_name, id_checks, date_checks, quote_checks=quotes)
+                                    quotes, decisions)
+        return GateDecision(tool_name, id_checks, date_checks, quote_checks=quotes, date_decisions=decisions)
 
     def harvest(
         self, state: CallState, tool_name: str, arguments: Mapping[str, Any], result: Any,

@@ -477,8 +477,8 @@ def print_dates(report: dict[str, Any], *, show_failures: int = 10, out: Console
               f"SGD {seconds['sgd']:.1f}s, total {seconds['total']:.1f}s[/]")
 
 
-@eval_app.command("dates")
-def dates_command(
+@eval_app.command("date-verdicts")
+def date_verdicts_command(
     sentences: Annotated[Path | None, typer.Option("--sentences", help="Labelled sentences (YAML; default: "
                                                                        "config/evals/dates/sentences.yaml).")] = None,
     calls: Annotated[Path | None, typer.Option("--calls", help="Score these call records (JSON Lines) instead of "
@@ -496,7 +496,9 @@ def dates_command(
                                                           "missed.")] = False,
     show_failures: Annotated[int, typer.Option("--show-failures", help="Failures printed per list.")] = 10,
 ) -> None:
-    """Scores the date guard on labelled sentences and generated calls (with twins), SGD perturbations beside.
+    """The cue-word reader's verdicts on in-house data: labelled sentences and generated calls, SGD beside.
+
+    The date contract itself (run, confirm or refuse) on data written apart from the engine is ``eval dates``.
 
     Targets on the generated calls: false alarms on correct dates <= 2 %, stale dates caught >= 90 %, binding
     breaks caught >= 98 %, clean dates accepted citing the caller's turn >= 95 %. Exit 0 unless an input is broken
@@ -645,3 +647,157 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _count(k: int, n: int) -> str:
+    return f"{k}/{n}" if n else "-"
+
+
+def print_contract(report: dict[str, Any], *, show_failures: int = 10, show_test_failures: bool = False,
+                   out: Console = console) -> None:
+    """The terminal summary of ``voice-agent eval dates``: per set and reader, overall and per class."""
+    from voice_agent.evaluation.date_contract_eval import TARGETS
+
+    summary = Table(title="Date contract on data written apart from the engine (dev: rules tuned on it; "
+                          "test: never looked at item by item)")
+    for column in ("set", "reader", "calls", "bad run", "stale run", "clean run (>=85%)", "clean refused (<=2%)",
+                   "confirms/action", "sentences", "ruled-out run", "never-asked run", "asked run", "quotes dropped"):
+        summary.add_column(column, justify="left" if column in ("set", "reader") else "right")
+    for name, body in report["sets"].items():
+        reading = body.get("reading") or {}
+        for reader, result in body["readers"].items():
+            f = result["overall"]
+            met = result["targets"]
+            dropped = (_count(reading["dropped"], reading["quotes"]) if reader != "rules" and reading else "-")
+            summary.add_row(
+                name, reader, str(f["calls"]),
+                _flag(_count(f["bad_run"], f["bad"]), met["bad_run"]),
+                _flag(_count(f["stale_run"], f["stale"]), met["stale_run"]),
+                _flag(_pct(f["clean_run_rate"]), met["clean_run_rate"]),
+                _flag(_pct(f["clean_refused_rate"]), met["clean_refused_rate"]),
+                _pct(f["confirms_per_action"]), str(f["sentences"]),
+                _flag(_count(f["ruled_out_run"], f["ruled_out"]), met["ruled_out_run"]),
+                _flag(_count(f["open_run"], f["open"]), met["open_run"]),
+                _pct(f["asked_run_rate"]), dropped)
+    out.print(summary)
+    out.print("[dim]targets: " + ", ".join(f"{k} {op} {v:g}" for k, op, v in TARGETS) + "[/]")
+    for name, body in report["sets"].items():
+        reading = body.get("reading")
+        if reading:
+            out.print(f"{name}: {reading['readings']} model readings, {reading['failed']} failed, reading time p50 "
+                      f"{_secs(reading['seconds_p50'])}, p95 {_secs(reading['seconds_p95'])}")
+        for reader, result in body["readers"].items():
+            table = Table(title=f"{name} set, {reader}: by class (an item counts in each of its classes)")
+            for column in ("class", "calls", "bad run", "stale run", "clean run", "clean refused", "confirms/action",
+                           "sentences", "ruled-out run", "never-asked run", "asked run"):
+                table.add_column(column, justify="left" if column == "class" else "right")
+            for klass, f in result["classes"].items():
+                table.add_row(klass, str(f["calls"]), _count(f["bad_run"], f["bad"]),
+                              _count(f["stale_run"], f["stale"]), _pct(f["clean_run_rate"]),
+                              _pct(f["clean_refused_rate"]), _pct(f["confirms_per_action"]),
+                              str(f["sentences"]), _count(f["ruled_out_run"], f["ruled_out"]),
+                              _count(f["open_run"], f["open"]), _pct(f["asked_run_rate"]))
+            out.print(table)
+            misses = result["failures"]
+            if name != "dev" and not show_test_failures:
+                out.print(f"[dim]{len(misses)} {name} action(s) missed a target or asked a clean date; not listed (the "
+                          f"test half is never read item by item; --show-test-failures lists them)[/]")
+                continue
+            unsafe = [m for m in misses if m["action"] == "run"]
+            for m in (unsafe + [m for m in misses if m["action"] != "run"])[:show_failures]:
+                out.print(f"  {m['kind']} {m['id']} ({', '.join(m['classes'])}) {m['date']} {m['label']}: "
+                          f"{m['action']} ({m['why']})")
+            if len(misses) > show_failures:
+                out.print(f"  ... {len(misses) - show_failures} more in the JSON report")
+
+
+def _flag(text: str, met: bool | None) -> str:
+    return text if met is None else f"[green]{text}[/]" if met else f"[red]{text}[/]"
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+@eval_app.command("dates")
+def dates_command(
+    data_set: Annotated[str, typer.Option("--set", help="dev, test or all (config/evals/dates/contract/).")] = "all",
+    reader: Annotated[str, typer.Option(
+        "--reader", help="rules (no model), local (the packaged local model) or llm (the settings' hosted LLM), "
+                         "beside the rules.")] = "rules",
+    reader_timeout: Annotated[float, typer.Option(
+        "--reader-timeout", help="Seconds one model reading may take (a call on 2 cores: about a minute).")] = 300.0,
+    cache: Annotated[Path | None, typer.Option("--cache", help="Model replies kept between runs (default for "
+                                                               "local: config/evals/dates/contract/"
+                                                               "local-readings.json; re-checked every run).")] = None,
+    model_on: Annotated[str, typer.Option("--model-on", help="What the model reads: all, or calls (sentences "
+                                                              "then by the rules alone).")] = "all",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a target is missed.")] = False,
+    show_failures: Annotated[int, typer.Option("--show-failures", help="Dev-set misses listed per reader.")] = 10,
+    show_test_failures: Annotated[bool, typer.Option("--show-test-failures",
+                                                     help="Also list the test set's misses.")] = False,
+) -> None:
+    """The date contract (run, confirm or refuse) on calls and sentences written apart from the engine.
+
+    Targets, per set and reader: bad, stale, ruled-out and never-asked dates never run; clean dates refused outright
+    <= 2 %; clean dates that run with no question >= 85 %. Exit 0 unless an input is broken (2) or, with --strict, a
+    target is missed (1).
+    """
+    from voice_agent.evaluation.date_contract_eval import (
+        CONTRACT_DIR,
+        SETS,
+        ContractConfig,
+        InputError,
+        evaluate_contract,
+    )
+
+    sets = SETS if data_set == "all" else (data_set,)
+    if data_set != "all" and data_set not in SETS:
+        _fail(f"--set must be dev, test or all, got {data_set!r}")
+    if reader not in ("rules", "local", "llm"):
+        _fail(f"--reader must be rules, local or llm, got {reader!r}")
+    model = None
+    if reader != "rules":
+        from voice_agent.services.date_reader import make_date_reader
+        from voice_agent.services.factory import make_llm
+        from voice_agent.settings import SettingsError, load_settings, with_overrides
+
+        try:
+            settings = with_overrides(load_settings(), dates={"reader": reader,
+                                                                  "reader_timeout_secs": reader_timeout})
+            llm = make_llm(settings, _billing_domain()) if reader == "llm" else None
+            model = make_date_reader(settings, llm)
+        except SettingsError as exc:
+            _fail(str(exc))
+        if cache is None and reader == "local":
+            cache = CONTRACT_DIR / "local-readings.json"
+        console.print(f"[dim]reading each call and sentence once with the {reader} model (cached in {cache}); "
+                      "the first run takes long[/]")
+
+    def progress(n: int) -> None:
+        if n % 10 == 0:
+            console.print(f"[dim]  {n} read[/]")
+
+    try:
+        if model_on not in ("all", "calls"):
+            _fail(f"--model-on must be all or calls, got {model_on!r}")
+        kinds = ("calls", "sentences") if model_on == "all" else ("calls",)
+        report = evaluate_contract(ContractConfig(sets=sets, reader=model, reader_name=reader, cache=cache,
+                                                  model_on=kinds), progress)
+    except InputError as exc:
+        _fail(str(exc))
+    print_contract(report, show_failures=show_failures, show_test_failures=show_test_failures)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+        console.print(f"report written to {json_path}")
+    missed = [f"{name}/{r}: {k}" for name, body in report["sets"].items() for r, res in body["readers"].items()
+              for k, met in res["targets"].items() if met is False]
+    if strict and missed:
+        _fail("targets missed: " + "; ".join(missed), 1)
+
+
+def _billing_domain() -> Any:
+    from voice_agent.domains.billing import billing_domain
+
+    return billing_domain()

@@ -406,6 +406,25 @@ class LocalSummarizer:
         ]
         return await self.generate_text("text", messages) or previous
 
+    async def generate_json(
+        self, kind: str, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int | None = None
+    ) -> str:
+        """One pass constrained to ``schema`` (llama.cpp's JSON grammar), counted in :attr:`passes` as ``kind``.
+
+        Raises:
+            LocalModelError: The pass failed, timed out, was cut or came back empty (also counted in
+                :attr:`failures`): a reader must know, unlike a summary pass that keeps the old summary.
+        """
+        completion, started = await self._run(kind, messages, schema, max_tokens)
+        if completion is None:
+            raise LocalModelError(f"local model: {kind} pass failed ({self.passes[-1].outcome})")
+        if completion.stopped or not completion.text.strip():
+            self._failed(kind, started, f"generation {completion.stopped or 'empty'}", completion)
+            raise LocalModelError(f"local model: {kind} pass {completion.stopped or 'empty'}")
+        self.passes.append(PassStats(kind, completion.prompt_tokens, completion.completion_tokens,
+                                     time.monotonic() - started, "ok"))
+        return completion.text
+
     async def generate_text(self, kind: str, messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
         """One free-text pass over ``messages`` (chat format), counted in :attr:`passes` as ``kind``.
 

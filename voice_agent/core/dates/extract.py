@@ -113,6 +113,18 @@ _CUE = re.compile(
     r"|up\still|prior\sto|ahead\sof|as\sof|starting(?:\sfrom)?|from|until|till|til|through|thru|before|after"
     r"|by|within|since|earliest|latest)\b(?=" + _FILLER + r"$)"
 )
+_UNTIL_OFFERED = re.compile(
+    r"\b(?:any|anytime|anything|whenever|free|fine|ok|okay|good|works?|suits?|available|can|could|happy|around"
+    r"|home|reach\w*|call|ring|phone|contact|need|needs|keep|keeping|have|having|use|using|hire|rent\w*|borrow\w*"
+    r"|book\w*|stay\w*|want|valid|last|open|run|runs|until\sthen|deadline|due|pay|paid|fixed|price|deal"
+    r"|contract|offer|trial|discount|tariff)\b"
+)
+# The caller is the one kept busy: "I'm on nights till", "till the 6th I'll be living out of boxes".
+_UNTIL_MINE = re.compile(r"\b(?:i'm|i\sam|i'll|i\swill|i've|im|we're|we'll|i|we|me|my|our)\b")
+# Where they are, which may be where they can be reached: "I'm only in Dundee till the 18th".
+_UNTIL_AT = re.compile(
+    r"\b(?:in|at)\s(?!work\b|hospital\b|a\s|the\s)[a-z]+\s(?:up\s)?(?:until|till|til|through|thru|to)$"
+)
 _UNTIL_AFTER = re.compile(r"\b(?:until|till|til|unless\sit's|only)\s(?:some\stime\s|sometime\s|well\s|way\s)?after"
                           + _FILLER + r"$")
 _EXTREME_LEAD = re.compile(
@@ -146,7 +158,8 @@ _RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
 
 _PAST = re.compile(
     r"\b(?:started|began|came|went|sent|changed|switched|rang|emailed|wrote|signed\sup|joined|noticed|saw|spotted"
-    r"|promised|back\sin|used\sto|we\shad|i\shad|(?:i|we|you|they)\scalled"
+    r"|promised|back\sin|used\sto|we\shad|i\shad|(?:i|we|you|they)\scalled|since|disputed|spoke|told\sme"
+    r"|(?:i've|i\shave|we've|we\shave|it's|it\shas|has|have|i'd|had)\sbeen"
     r"|charged|charges|(?:the|a|that|this)\scharge|paid|billed|happened|last|ago|yesterday|debited|received"
     r"|arrived|ordered|placed|bought|went\sout|came\sout|took|taken|(?:was|were)(?!\s(?:hoping|wondering|thinking|going|planning|wanting|trying|told"
     r"|asked|supposed|meant|saying|looking|expecting)))\b"
@@ -528,7 +541,15 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
     if word in ("not until", "not till"):
         return "earliest"
     if word in ("until", "till", "til", "through", "thru", "up to", "up until", "up till"):
-        return "earliest" if negated else ("until_blocked" if blocked else "until")
+        if negated:
+            return "earliest"
+        # "until X" is a window the caller offers only when they say so ("any day until", "free till", "need
+        # the van till"); otherwise it is how long something keeps them busy: "on nights till the 20th",
+        # "living out of boxes till the 6th".
+        after = _cut_at_conjunction(post)
+        offered = _UNTIL_OFFERED.search(near) or _UNTIL_OFFERED.search(after)
+        busy = _UNTIL_MINE.search(near) or _UNTIL_MINE.search(after)
+        return "until_blocked" if blocked or (busy and not offered and not _UNTIL_AT.search(near)) else "until"
     if word in ("before", "prior to", "ahead of"):
         return "earliest" if negated or blocked else "before"
     if word in ("not before", "earliest") or (

@@ -59,7 +59,8 @@ def month_day(day: int, month: int, year: int | None, reference: date, past: boo
     if not 1 <= day <= 31:
         return None
     phrase = f"{day} {MONTH_NAMES[month]}" + (f" {year}" if year else "")
-    if past:
+    if past or (year is None and month == reference.month and day < reference.day):
+        # "the 2nd to the 10th of November", said on the 18th: days this month already gone, not next year's.
         return parse_phrase(phrase, reference, "past")
     # dateparser's "future" excludes the base day itself, so anchor a day earlier: today counts.
     return parse_phrase(phrase, reference - timedelta(days=1), "future")

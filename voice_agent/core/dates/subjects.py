@@ -137,6 +137,7 @@ _CHARGE = _rx(
     r"account\swas", r"taken\sout", r"came\sout", r"went\sout", r"discount",
     r"balance", r"usage", r"money", r"paperless", r"line\srental", r"meter", r"readings?", r"overdue", r"quid",
     r"pounds", r"dollars", r"euros", r"cancell?ed", r"refund(?:ed)?", r"took\sthe", r"package", r"contract",
+    r"disput(?:e|es|ed|ing)", r"transactions?", r"credit(?:ed|s)?", r"compensation",
 )
 # Habit, not a date: "every Monday I get a text", "the bill usually comes on a Tuesday".
 _HABIT = _rx(r"every", r"each", r"usually", r"always", r"normally", r"generally", r"typically", r"in\sa\srow")

@@ -18,6 +18,7 @@ from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.corrections import keeps_until, lifts
 from voice_agent.core.dates.extract import weekdays_allowed
+from voice_agent.core.dates.signals import without_quotes
 from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
@@ -27,6 +28,7 @@ _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
     r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
     r"(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"|aye|ta|sorted|grand|champion|nice\sone|bang\son|cheers|go\son|that'll\sdo|that'd\sdo|righto|right\sthen"
     r"|that's\s(?:right|correct|it)|that\sis\s(?:right|correct)|exactly|spot\son|book\sit"
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
     r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
@@ -100,8 +102,8 @@ class DateCheck:
 
 
 @dataclass(frozen=True)
-class _Said:
-    """One utterance and the constraints read from it."""
+class SaidDates:
+    """One utterance and the dates read from it (an agent's without the caller's words it quotes)."""
 
     index: int
     turn: int
@@ -120,7 +122,7 @@ class _LaneRead:
         self.length = 0
         self.last: TranscriptEntry | None = None
         self.asked = ""
-        self.said: list[_Said] = []
+        self.said: list[SaidDates] = []
         self.generation = 0
         """Bumped on every reset, so caches derived from ``said`` know they must start over."""
 
@@ -154,9 +156,9 @@ class _Statement:
 class _Analysis:
     """One full read of the lane."""
 
-    said: list[_Said]
-    callers: list[tuple[_Said, DateConstraint]]
-    corrections: list[tuple[_Said, DateConstraint]]
+    said: list[SaidDates]
+    callers: list[tuple[SaidDates, DateConstraint]]
+    corrections: list[tuple[SaidDates, DateConstraint]]
     statements: list[_Statement]
     standing: list[_Statement]
 
@@ -225,8 +227,8 @@ class DateGuard:
     def __init__(self, reference: date, binding: DateBinding | None = None) -> None:
         self.reference = reference
         self.binding = binding or DateBinding()
-        self._said: dict[int, _Said] = {}
-        self._analysis: dict[DateBinding, tuple[tuple[_Said, ...], _Analysis]] = {}
+        self._said: dict[int, SaidDates] = {}
+        self._analysis: dict[DateBinding, tuple[tuple[SaidDates, ...], _Analysis]] = {}
         # Derived caches, rebuilt from the lane whenever they do not match it (never serialised state): the
         # lane read so far and each binding's caller constraints so far, so a re-read costs only the entries
         # appended since the last one and the context stage stays flat however long the call is.
@@ -238,11 +240,11 @@ class DateGuard:
 
     # -- reading the lane --------------------------------------------------------------------------------------------
 
-    def _read(self, transcript: TranscriptLane) -> list[_Said]:
+    def _read(self, transcript: TranscriptLane) -> list[SaidDates]:
         """Caller and agent utterances with their constraints (a copy of the incremental read)."""
         return list(self._read_shared(transcript))
 
-    def _read_shared(self, transcript: TranscriptLane) -> list[_Said]:
+    def _read_shared(self, transcript: TranscriptLane) -> list[SaidDates]:
         """The incremental read itself: only entries appended since the last read of this lane are read.
 
         The lane is append-only, so the read so far stays valid while it is the same lane object and the
@@ -265,8 +267,9 @@ class DateGuard:
                 found = (self.caller_ahead.take((entry.text, self.reference, context))
                          if entry.kind is EntryKind.CALLER else None)
                 if found is None:
-                    found = self._constraints_of(entry.text, context)
-                said = _Said(entry.index, entry.turn, entry.kind, entry.text, found, context)
+                    found = (self._constraints_of(entry.text, context) if entry.kind is EntryKind.CALLER
+                             else self._agent_constraints(entry.text))
+                said = SaidDates(entry.index, entry.turn, entry.kind, entry.text, found, context)
                 self._said[entry.index] = said
             if entry.kind is EntryKind.AGENT:
                 asked = entry.text
@@ -280,6 +283,14 @@ class DateGuard:
         if asked:
             found = [_in_answer_to(asked, c) for c in found]
         return tuple(found)
+
+    def _agent_constraints(self, text: str) -> tuple[DateConstraint, ...]:
+        """The days the agent names itself: a read-back's quotes of the caller are the caller's, not a proposal."""
+        return tuple(extract_constraints(without_quotes(text), self.reference))
+
+    def utterances(self, transcript: TranscriptLane) -> list[SaidDates]:
+        """Caller and agent utterances in order, each with the dates read from it (a copy of the read)."""
+        return self._read(transcript)
 
     def read_ahead(self, transcript: TranscriptLane) -> None:
         """Reads now what was appended since the last read, so the next check or context build need not.
@@ -329,10 +340,10 @@ class DateGuard:
         self._caller_constraints[self.binding] = (self._lane_read.generation, len(said), found)
         return found
 
-    def _statements(self, said: list[_Said], binding: DateBinding) -> list[_Statement]:
+    def _statements(self, said: list[SaidDates], binding: DateBinding) -> list[_Statement]:
         """Dates the caller named, plus agent proposals the caller's next utterance agreed to."""
         out: list[_Statement] = []
-        reply: _Said | None = None
+        reply: SaidDates | None = None
         agreed: list[_Statement] = []
         for s in reversed(said):  # walking backwards, ``reply`` is the next caller utterance after ``s``
             if s.kind is EntryKind.CALLER:
@@ -363,7 +374,7 @@ class DateGuard:
         """The lane read in full for one binding; rebuilt only when an utterance was added."""
         binding = binding or self.binding
         said = self._read(transcript)
-        # The same _Said objects (cached per entry) in the same order: nothing new to analyse. Tuple equality
+        # The same SaidDates objects (cached per entry) in the same order: nothing new to analyse. Tuple equality
         # checks identity first, so this compare is cheap.
         key = tuple(said)
         cached = self._analysis.get(binding)
@@ -388,8 +399,8 @@ class DateGuard:
 
     # -- rules -------------------------------------------------------------------------------------------------------
 
-    def _violations(self, d: date, a: _Analysis) -> list[tuple[_Said, DateConstraint]]:
-        out: list[tuple[_Said, DateConstraint]] = []
+    def _violations(self, d: date, a: _Analysis) -> list[tuple[SaidDates, DateConstraint]]:
+        out: list[tuple[SaidDates, DateConstraint]] = []
         for s, c in a.callers:
             if c.allows(d):
                 continue
@@ -429,7 +440,7 @@ class DateGuard:
 
         def find(text: str) -> list[str]:
             reasons: list[str] = []
-            for c in extract_constraints(text, self.reference):
+            for c in extract_constraints(without_quotes(text), self.reference):
                 if c.kind is ConstraintKind.ON and c.start is not None:
                     for turn, broken in self.violations(c.start, transcript):
                         reasons.append(f"Caller said on turn {turn}: '{broken.text}'. {_explain(c.start, broken)}")
@@ -534,8 +545,8 @@ class DateGuard:
 
     @staticmethod
     def _named_limit(
-        d: date, callers: list[tuple[_Said, DateConstraint]]
-    ) -> tuple[_Said, DateConstraint, tuple[_Said, DateConstraint] | None] | None:
+        d: date, callers: list[tuple[SaidDates, DateConstraint]]
+    ) -> tuple[SaidDates, DateConstraint, tuple[SaidDates, DateConstraint] | None] | None:
         """The caller's open limit whose boundary is ``d`` ("until March 10th", "from the 8th").
 
         A caller who says "I need the car until the 10th" has named the 10th, so a drop-off on
@@ -556,9 +567,9 @@ class DateGuard:
         self,
         argument: str,
         d: date,
-        said: list[_Said],
+        said: list[SaidDates],
         tool_name: str,
-        binding_callers: list[tuple[_Said, DateConstraint]],
+        binding_callers: list[tuple[SaidDates, DateConstraint]],
     ) -> DateCheck:
         ask = f"Confirm the date with the caller before calling {tool_name}."
         for i, s in enumerate(said):

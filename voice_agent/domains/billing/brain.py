@@ -26,6 +26,7 @@ from voice_agent.core.dates import (
     resolve_corrections,
 )
 from voice_agent.core.dates.binding import DateBinding
+from voice_agent.core.dates.signals import without_quotes
 from voice_agent.core.guards.date_guard import is_affirmation
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.policies.pipecat_builtin import SUMMARY_PREFIX, is_pipecat_summary
@@ -61,7 +62,10 @@ _FACTS_PREFIX = "KNOWN FACTS"
 _SUMMARY_PREFIX = "SUMMARY"
 _KNOWLEDGE_PREFIX = "KNOWLEDGE"
 _CONSTRAINTS_PREFIX = "HARD CONSTRAINTS"
-_FACT_LINE = re.compile(r"^-\s*([A-Za-z0-9_\-]+):\s*(.*?)(?:\s+\(([^()]*)\))?\s*$")
+# "- account_id: ACC-4729-18", and a caller's quoted words as the assembler writes them:
+# "- timing_constraint (turn 8): \"away till the 20th\"", "- caller said (turn 3): \"not a Tuesday\"".
+_FACT_LINE = re.compile(r"^-\s*([A-Za-z0-9_\- ]+?)(?:\s*\(turn\s*\d+\))?:\s*(.*?)(?:\s+\(([^()]*)\))?\s*$")
+_QUOTED_ITEM = re.compile(r'"([^"]*)"')
 _TODAY = re.compile(r"Today is (\d{4}-\d{2}-\d{2})")
 
 # --- intent cues on the latest caller message ----------------------------------------------------------------------
@@ -253,7 +257,9 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
                 for line in text.splitlines()[1:]:
                     m = _FACT_LINE.match(line.strip())
                     if m:
-                        ctx.facts.append((m.group(1), m.group(2).strip()))
+                        value = m.group(2).strip()
+                        quoted = _QUOTED_ITEM.findall(value)
+                        ctx.facts.append((m.group(1).strip(), "; ".join(quoted) if quoted else value))
             elif text.startswith(_KNOWLEDGE_PREFIX):
                 body = text.split("\n", 1)[1] if "\n" in text else ""
                 ctx.knowledge.extend(re.sub(r"^\[\d+\]\s*", "", c).strip() for c in body.split("\n\n") if c.strip())
@@ -306,7 +312,7 @@ def _status(result: _ToolResult) -> str:
 
 
 def _failed(result: _ToolResult) -> bool:
-    return _status(result) in ("rejected", "error")
+    return _status(result) in ("rejected", "error", "confirm")
 
 
 def choose_callback_date(
@@ -381,7 +387,7 @@ class BillingReferenceBrain:
 
     def _after_tools(self, ctx: _Context, available: set[str]) -> BrainReply:
         for result in ctx.trailing:
-            if _status(result) == "rejected":
+            if _status(result) in ("rejected", "confirm"):
                 return self._after_rejection(ctx, result, available)
             if _status(result) == "error":
                 return self._after_error(result)
@@ -405,6 +411,10 @@ class BillingReferenceBrain:
     def _after_rejection(self, ctx: _Context, result: _ToolResult, available: set[str]) -> BrainReply:
         body = result.result or {}
         if body.get("guard") == "date":
+            # The date contract's confirmation is read back word for word; a refusal asks for another day.
+            say = body.get("say")
+            if body.get("status") == "confirm" and isinstance(say, str) and say:
+                return BrainReply(text=say, asks_for="date")
             return BrainReply(text=_REASK["date"], asks_for="date")
         argument = self._rejected_argument(result)
         value = result.arguments.get(argument) if argument else None
@@ -702,9 +712,11 @@ class BillingReferenceBrain:
         """The callback the agent proposed last, when the caller's latest words agree to it."""
         proposal = ctx.agent_before_latest
         reference = ctx.reference_date
-        if reference is None or _PROPOSAL not in proposal or not is_affirmation(ctx.latest_user):
+        if reference is None or not _PROPOSES.search(proposal) or not is_affirmation(ctx.latest_user):
             return None
-        days = [c.start for c in extract_constraints(proposal, reference) if c.kind is ConstraintKind.ON]
+        # A read-back quotes the caller's own words: the day proposed is the one outside the quotes.
+        days = [c.start for c in extract_constraints(without_quotes(proposal), reference)
+                if c.kind is ConstraintKind.ON]
         account = self._account(ctx)
         if len(days) != 1 or days[0] is None or account is None:
             return None
@@ -755,7 +767,8 @@ class BillingReferenceBrain:
         return BrainReply(text="Of course, take your time.")
 
 
-_PROPOSAL = "I can book a callback for"
+_PROPOSES = re.compile(r"I can book a callback for|book the callback for")
+"""The agent's own proposal, or the date contract's read-back of one."""
 def _callback_binding() -> DateBinding:
     param = SCHEDULE_CALLBACK.param("date")
     if param is None:

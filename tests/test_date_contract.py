@@ -1,0 +1,245 @@
+"""The date contract: run, confirm or refuse, by failure class (examples written here, not from any eval set).
+
+Each class is a kind of wording the cue-word rules have misread; the contract must never *run* a day the
+caller ruled out or replaced, whatever the rules read, and must run a day the caller firmly asked for last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from voice_agent.core.dates.reading import (
+    INSTRUCTIONS,
+    READING_SCHEMA,
+    DateReading,
+    ModelDateReader,
+    ReadingStatus,
+    verify,
+)
+from voice_agent.core.guards.date_contract import DateAction, DateContract, Why, readback_line, spoken_date
+from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.transcript import TranscriptLane
+from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
+
+TODAY = dt.date(2026, 11, 18)  # a Wednesday
+
+
+def lane(*lines: tuple[str, str]) -> TranscriptLane:
+    out = TranscriptLane()
+    turn = 0
+    for speaker, text in lines:
+        if speaker == "c":
+            turn += 1
+            out.append_caller(turn, text)
+        else:
+            out.append_agent(max(turn, 1), text)
+    return out
+
+
+def decide(transcript: TranscriptLane, day: dt.date, reading: DateReading | None = None) -> Any:
+    (decision,) = DateContract(DateGuard(TODAY)).decide(
+        SCHEDULE_CALLBACK, {"account_id": "ACC-1234-56", "date": day.isoformat()}, transcript, reading)
+    return decision
+
+
+def d(month: int, day: int) -> dt.date:
+    return dt.date(2026 if month >= 11 else 2027, month, day)
+
+
+def test_a_day_asked_for_last_runs_and_cites_the_caller() -> None:
+    call = lane(("a", "Which day would suit you for a callback?"), ("c", "Thursday the 26th please"))
+    decision = decide(call, d(11, 26))
+    assert decision.action is DateAction.RUN and decision.why is Why.ASKED_LAST
+    assert decision.citations[0].words == "Thursday the 26th please"
+
+
+def test_a_yes_to_the_agents_proposal_runs_a_bare_yes_to_nothing_does_not() -> None:
+    proposed = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                    ("c", "yes please"))
+    assert decide(proposed, d(11, 27)).action is DateAction.RUN
+    assert decide(proposed, d(11, 26)).action is not DateAction.RUN
+    assert decide(lane(("c", "yes please")), d(11, 27)).action is DateAction.CONFIRM
+
+
+@pytest.mark.parametrize("day", [d(11, 19), d(11, 20), d(11, 24)])
+def test_absence_read_as_a_window_never_runs_inside_it(day: dt.date) -> None:
+    # class: an absence ("on nights till the 24th, days I sleep") the rules may read as when the caller is free
+    call = lane(("c", "I'm stuck on a block of nights till the 24th so days are when I sleep"),
+                ("a", "I can book a callback for " + spoken_date(day) + ". Would that be alright?"),
+                ("c", "hmm, maybe"))
+    assert decide(call, day).action is not DateAction.RUN
+
+
+def test_ruled_out_days_named_in_a_list_never_run_even_when_the_model_books_them() -> None:
+    call = lane(("c", "Thursday and Friday this week are no use to me at all"), ("a", "OK, noted."),
+                ("c", "so can you get someone to ring me"))
+    for day in (d(11, 19), d(11, 20)):
+        assert decide(call, day).action is not DateAction.RUN
+
+
+def test_a_correction_that_names_the_rejected_day_never_runs_it_and_the_read_back_yes_runs_the_new_one() -> None:
+    said = ("c", "the 3rd, oh wait, the 3rd is the kids' nativity, go for the 4th instead")
+    first = lane(said)
+    assert decide(first, d(12, 3)).action is not DateAction.RUN
+    asked = decide(first, d(12, 4))
+    assert asked.action is DateAction.CONFIRM and asked.readback.endswith("Friday 4 December?")
+    confirmed = lane(said, ("a", asked.readback), ("c", "yes that's right"))
+    assert decide(confirmed, d(12, 4)).action is DateAction.RUN
+    assert decide(confirmed, d(12, 3)).action is not DateAction.RUN
+
+
+def test_a_period_without_a_day_number_is_read_back_before_any_day_runs() -> None:
+    call = lane(("c", "honestly nothing until the school holidays are over"),
+                ("a", "I can book a callback for Monday 23 November. Does that work?"), ("c", "what"))
+    decision = decide(call, d(11, 23))
+    assert decision.action is DateAction.CONFIRM
+    assert "nothing until the school holidays are over" in decision.readback
+
+
+def test_an_event_with_a_duration_is_cited_in_the_confirmation() -> None:
+    call = lane(("c", "my father-in-law arrives on the 7th and that's the whole week gone"),
+                ("a", "Would the 9th suit for a callback?"), ("c", "erm, I suppose the 9th could work?"))
+    decision = decide(call, d(12, 9))
+    assert decision.action is DateAction.CONFIRM
+    assert any("father-in-law" in c.words for c in decision.citations)
+
+
+def test_dates_about_other_things_do_not_stop_a_clear_request() -> None:
+    call = lane(("c", "the bill dated the 1st of November had it on twice"), ("a", "I see."),
+                ("c", "I rang you about it on the 14th as well"), ("a", "Sorry about that. When suits for a call?"),
+                ("c", "Tuesday the 24th is good"))
+    assert decide(call, d(11, 24)).action is DateAction.RUN
+
+
+def test_a_cue_word_said_later_does_not_lift_an_earlier_exclusion() -> None:
+    call = lane(("c", "any day but a Tuesday, that's my dialysis"), ("a", "Noted."),
+                ("c", "and ring me to check it's actually sorted would you"))
+    assert decide(call, d(11, 24)).action is not DateAction.RUN  # a Tuesday
+
+
+def test_until_keeps_the_named_day_out() -> None:
+    call = lane(("c", "I'm in Lanzarote until the 28th"), ("a", "When would you like the callback?"),
+                ("c", "erm whenever"))
+    assert decide(call, d(11, 28)).action is not DateAction.RUN
+
+
+def test_a_replaced_day_is_refused_with_the_correction_cited() -> None:
+    call = lane(("c", "call me on the 24th"), ("a", "I can book a callback for Tuesday 24 November. OK?"),
+                ("c", "actually no, make it the 25th"))
+    decision = decide(call, d(11, 24))
+    assert decision.action is DateAction.REFUSE and decision.why is Why.BREAKS
+    assert any("make it the 25th" in c.words for c in decision.citations)
+
+
+def test_anything_said_about_dates_after_the_yes_turns_a_run_into_a_question() -> None:
+    call = lane(("a", "When suits?"), ("c", "Monday the 23rd please"), ("a", "Lovely."),
+                ("c", "oh hang on, is that the week my sister visits"))
+    decision = decide(call, d(11, 23))
+    assert decision.action is DateAction.CONFIRM and decision.why is Why.SAID_MORE
+
+
+def test_a_no_to_the_read_back_never_runs() -> None:
+    said = ("c", "not before the 1st of December please")
+    asked = decide(lane(said, ("a", "When suits?"), ("c", "the 2nd I guess")), d(12, 2))
+    assert asked.action is DateAction.CONFIRM
+    refused = lane(said, ("a", "When suits?"), ("c", "the 2nd I guess"), ("a", asked.readback), ("c", "no, sorry"))
+    assert decide(refused, d(12, 2)).action is not DateAction.RUN
+
+
+def test_a_malformed_date_is_refused() -> None:
+    (decision,) = DateContract(DateGuard(TODAY)).decide(SCHEDULE_CALLBACK, {"date": "next tuesday"}, lane())
+    assert decision.action is DateAction.REFUSE and decision.why is Why.NOT_A_DATE
+
+
+def test_the_result_the_model_reads_says_what_to_do() -> None:
+    decision = decide(lane(("c", "any time next week")), d(11, 24))
+    body = decision.result()
+    assert body["status"] == "confirm" and body["verdict"] == "confirm" and body["say"] == decision.readback
+    assert json.dumps(body)  # plain JSON for the tool result
+
+
+def test_readback_line_quotes_verbatim_and_names_the_day() -> None:
+    line = readback_line(d(11, 26), ["I'm away till the 20th"])
+    assert '"I\'m away till the 20th"' in line and "Thursday 26 November" in line
+
+
+# -- the model reader ---------------------------------------------------------------------------------------------
+
+
+def reply(*statements: dict[str, Any]) -> str:
+    return json.dumps({"statements": list(statements)})
+
+
+def test_quotes_not_in_the_transcript_are_dropped_and_counted() -> None:
+    call = lane(("c", "I'm in hospital from the 8th for a few days"))
+    text = reply({"turn": 1, "quote": "in hospital from the 8th", "about": "callback", "polarity": "unavailable",
+                  "when": ["from the 8th"]},
+                 {"turn": 1, "quote": "I will be away all December", "about": "callback", "polarity": "unavailable",
+                  "when": ["all December"]})
+    reading = verify(text, call.entries, TODAY)
+    assert reading.ok and reading.quotes == 2 and reading.dropped == 1
+    assert [s.quote for s in reading.statements] == ["in hospital from the 8th"]
+
+
+def test_a_reply_that_is_not_the_json_asked_for_is_a_failed_reading() -> None:
+    assert verify("sure! the caller is away", lane().entries, TODAY).status is ReadingStatus.FAILED
+
+
+def test_readers_that_disagree_mean_confirm() -> None:
+    # The rules read nothing binding in an unusual wording; the model quotes it and says the day is out.
+    call = lane(("c", "the 26th is my mum's op so that one's a write-off really"), ("a", "When suits?"),
+                ("c", "the 26th then, sure"))
+    rules_only = decide(call, d(11, 26))
+    reading = verify(reply({"turn": 1, "quote": "the 26th is my mum's op", "about": "callback",
+                            "polarity": "unavailable", "when": ["the 26th"]}), call.entries, TODAY)
+    with_model = decide(call, d(11, 26), reading)
+    assert with_model.action is not DateAction.RUN
+    if rules_only.action is DateAction.RUN:
+        assert with_model.why is Why.READERS_DISAGREE
+
+
+def test_a_failed_model_means_confirm_whenever_something_could_bind() -> None:
+    call = lane(("c", "I'm away the week of the 30th"), ("a", "When suits?"), ("c", "Friday the 27th please"))
+    assert decide(call, d(11, 27)).action is DateAction.RUN
+    failed = DateReading(ReadingStatus.TIMEOUT, error="no reply within 8 s")
+    decision = decide(call, d(11, 27), failed)
+    assert decision.action is DateAction.CONFIRM and decision.why is Why.MODEL_FAILED
+    # nothing that could bind: a failed model changes nothing
+    plain = lane(("a", "When suits?"), ("c", "Friday the 27th please"))
+    assert decide(plain, d(11, 27), failed).action is DateAction.RUN
+
+
+async def test_the_model_reader_sends_the_schema_and_survives_errors_and_timeouts() -> None:
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def complete(instructions: str, user: str, schema: dict[str, Any]) -> str:
+        seen.append((instructions, user, schema))
+        return reply()
+
+    call = lane(("c", "hello there"))
+    reading = await ModelDateReader(complete).read(call.entries, TODAY)
+    assert reading.ok and seen[0][0] == INSTRUCTIONS and seen[0][2] is READING_SCHEMA
+    assert "[turn 1] CALLER: hello there" in seen[0][1]
+
+    async def broken(instructions: str, user: str, schema: dict[str, Any]) -> str:
+        raise RuntimeError("HTTP 500")
+
+    assert (await ModelDateReader(broken).read(call.entries, TODAY)).status is ReadingStatus.FAILED
+
+    async def slow(instructions: str, user: str, schema: dict[str, Any]) -> str:
+        import asyncio
+
+        await asyncio.Event().wait()
+        return ""
+
+    timed = await ModelDateReader(slow, timeout_secs=0.05).read(call.entries, TODAY)
+    assert timed.status is ReadingStatus.TIMEOUT
+
+
+def _days(statements: Sequence[Any]) -> list[str]:
+    return [s.quote for s in statements]

@@ -1,0 +1,62 @@
+"""The date contract in the served call: through the telephony bridge, audio both ways, a scripted model.
+
+The model books a day inside the caller's absence, then a day the caller never named; neither runs. The
+caller hears the contract's read-back, says yes, and only then does the callback run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tests.test_telephony_bridge import config, emulator, ended, wait_for
+from voice_agent.audio.stack import AudioStack
+from voice_agent.call_factory import call_factory
+from voice_agent.core.guards.date_contract import readback_line
+from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.telephony.server import running_bridge
+
+TODAY = dt.date(2026, 11, 30)
+ACCOUNT = "ACC-4729-18"
+AWAY = "I'm working away on the rigs until the 10th of December so don't bother ringing before then"
+LINES = [
+    "hi it's about my bill, my account is ACC 4729 18",
+    AWAY,
+    "can someone call me back about it",
+    "yes that's fine",
+]
+INSIDE, AFTER = dt.date(2026, 12, 8), dt.date(2026, 12, 11)
+
+
+def callback(day: dt.date) -> FakeToolCall:
+    return FakeToolCall("schedule_callback", {"account_id": ACCOUNT, "date": day.isoformat()})
+
+
+async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed_one() -> None:
+    readback = readback_line(AFTER, [AWAY], "the callback")
+    fake = FakeLLM({
+        1: [FakeReply(text="Thanks, I have your account.")],
+        2: [FakeReply(text="Understood.")],
+        3: [FakeReply(tool_calls=(callback(INSIDE),)), FakeReply(tool_calls=(callback(AFTER),)),
+            FakeReply(text=readback)],
+        4: [FakeReply(tool_calls=(callback(AFTER),)), FakeReply(text="Booked.")],
+    })
+    settings = with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": TODAY})
+    stack = AudioStack.named("fake").with_script(LINES)
+    async with running_bridge(config(stack=stack), call_factory(settings, llm_factory=lambda _d: fake)) as (
+        bridge, url
+    ):
+        result = await emulator().dial(f"{url}/voice", LINES)
+        await wait_for(lambda: len(ended(bridge)) == 1)
+    assert result.status == "completed", result.message
+    record = ended(bridge)[0]
+    backend = record.extra["domain"].extra["backend"]
+    assert [c["date"] for c in backend.callbacks] == [AFTER.isoformat()]
+    # What the model read for each refused or questioned call: a refusal citing the absence, then the read-back.
+    results = [m for context in fake.received for m in context if m.get("role") == "tool"]
+    bodies = [str(m.get("content")) for m in results]
+    assert any('"verdict": "refuse"' in b and "rigs" in b for b in bodies)
+    assert any('"status": "confirm"' in b and readback.replace('"', '\\\\"') in b for b in bodies)
+    # The caller heard the read-back word for word.
+    heard = " ".join(t.agent_text for t in result.turns)
+    assert "Shall I still book the callback for Friday 11 December?" in heard

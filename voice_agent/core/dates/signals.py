@@ -1,0 +1,153 @@
+"""Broad word classes for the date contract: what could bind a date, and what makes a yes less than firm.
+
+The cue-word engine (``extract``, ``subjects``) reads *what* a caller said about dates; these classes
+only say *whether* an utterance could be about when, or could be less than a plain yes. They are
+deliberately wide: a false hit costs a question to the caller ("shall I book Thursday the 26th?"),
+a miss can book a day the caller ruled out. Each class is a kind of word (negation, contrast,
+hedge, past tense, a time word, an absence), never a sentence.
+
+Matching runs on the engine's normalised text (lower case, spoken numbers as digits, ordinals as
+``<n>th``, identifiers masked), so "the fourteen th" and "the 14th" are the same here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from voice_agent.core.dates.spoken import normalise
+
+_WEEKDAY = r"mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:s|nesday)?s?|thu(?:r|rs|rsday)?s?|fri(?:day)?s?|saturdays?|sundays?"
+_MONTH = (r"january|february|march|april|june|july|august|september|october|november|december"
+          r"|jan|feb|apr|jun|jul|aug|sept?|oct|nov|dec")
+_PERIOD = (
+    r"christmas|xmas|easter|new\syears?|hogmanay|boxing\sday|bank\sholidays?|holidays?|hols|half[\s-]?term|term"
+    r"|thanksgiving|halloween|bonfire\snight|hanukk?ah|diwali|ramadan|eid|passover|st\s?patrick'?s"
+    r"|payday|pay\sday|summer|winter|spring|autumn|festive|midterms?|semester|exams?"
+)
+_RELATIVE = (
+    r"today|tonight|tomorrow|yesterday|week(?:s|end|ends|day|days|night|nights)?|weak(?:end|ends)?|fortnight"
+    r"|months?|years?|mornings?|afternoons?|evenings?|nights?|days?|dates?|daytimes?|overnight"
+    r"|soon|later|earlier|asap|then"
+)
+_ORDINAL = r"\d{1,2}th|\d{1,2}(?:st|nd|rd)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|teen\sth"
+
+TIME_WORD = re.compile(
+    rf"\b(?:{_WEEKDAY}|{_MONTH}|{_PERIOD}|{_RELATIVE}|{_ORDINAL})\b"
+    r"|\bmay\s(?:the\s)?\d|\d\s(?:of\s)?may\b|\bin\smay\b|\bthe\s\d{1,2}\b|\b\d{1,2}\s?/\s?\d{1,2}\b"
+)
+"""Any word about when: a weekday, a month, a holiday or term, a relative day or part of day, an ordinal."""
+
+_CLOCK = (r"(?:#num|\d{1,2}(?![\d]|th\b|st\b|nd\b|rd\b)(?:[:.]\d\d)?(?:\s?(?:am|pm|o'clock|ish|in\sthe\s\w+))?"
+          r"|noon|midday|lunch(?:time)?|dinner(?:time)?|tea\s?time|school\spick\s?up|work|my\sshift|me\sshift)\b")
+LIMIT_WORD = re.compile(
+    rf"\b(?:until|till|til|through|thru|before|after|from|since|by\sthe)\b(?!\s(?:about\s|around\s)?{_CLOCK})"
+    r"|\b(?:onwards?|no\slater|no\searlier|no\ssooner|at\sthe\s(?:earliest|latest)|within|between|starting"
+    r"|beginning|ending|during|over\sthe|all\s(?:week|month))\b"
+)
+"""Words that make a day into a limit or a span ("after ten in the morning" limits the hour, not the day)."""
+
+UNAVAILABLE = re.compile(
+    r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
+    r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|moving|move|visit\w*"
+    r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
+    r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
+    r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof)\b"
+)
+"""Words about an absence, a duty or an event that fills the caller's days."""
+
+WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
+"""Neutral words about where the caller is: they make a time word a statement about being reached."""
+
+NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without)\b"
+                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
+"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
+
+CONTRAST = re.compile(
+    r"\b(?:but|except|unless|although|though|however|apart\sfrom|other\sthan|rather|instead|actually|wait|hang\son"
+    r"|hold\son|scratch|sorry|oops|correction|i\smean|joking|kidding|change|swap|switch|move\sit|make\sit|otherwise"
+    r"|whereas|only\sif|as\slong\sas|providing|provided)\b"
+)
+"""Contrast and correction: "but", "except", "actually", "hang on", "make it", "instead"."""
+
+HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|might|possibly|probably|suppose|guess|not\ssure|unsure|or|either|whichever|could\sbe"
+    r"|depends|depending|hopefully|reckon|think|dunno|don't\sknow|let\sme\scheck|ish|roughly|or\sso"
+    # deferring: "I need to ask my wife", "let me look at the calendar", "I'll get back to you"
+    r"|ask\s(?:my|the|her|him|them)|check|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
+    r"|calendar|pardon|come\sagain|what)\b"
+    # "if" makes a condition, but "if that's alright" / "if you can" only asks politely
+    r"|\bif\b(?!\s(?:that's|that\sis|it's|it\sis)\s(?:alright|all\sright|ok|okay|fine|possible|easier|no\strouble)"
+    r"|\syou\s(?:can|could|would|don't\smind)|\sposs(?:ible)?\b)"
+)
+"""Hedges and alternatives: "maybe", "I think", "or", "if" (but not a polite "if that's alright")."""
+
+PAST = re.compile(
+    r"\b(?:was|were|did|had|rang|phoned|called|paid|went|got|came|billed|charged|ago|last|yesterday|used\sto"
+    r"|already|spoke|sent|received|happened|started|ended|expired|renewed)\b"
+)
+"""Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
+
+REQUEST = re.compile(
+    r"\b(?:call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)\sdown"
+    r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do"
+    r"|please|can\syou|could\syou|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure|lovely|brilliant"
+    r"|grand|cool|champion|sound|spot\son|that's\sit|bang\son|cracking|ta|cheers|thanks|thank)\b"
+)
+"""Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
+
+ACCEPT = re.compile(
+    r"\b(?:thanks|thank\syou|cheers|ta|lovely|perfect|great|brilliant|sorted|grand|champion|smashing|ideal"
+    r"|that\sworks|works\sfor\sme|suits|that's\sfine|fine\sby\sme|sounds\sgood|happy\swith\sthat|nice\sone)\b"
+)
+"""Words that accept what the agent just said ("thanks", "lovely", "that works"); narrower than :data:`REQUEST`."""
+
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|'[^']{12,}'")
+
+
+def norm(text: str) -> str:
+    """The engine's normalised form of ``text`` (lower case, numbers as digits, ordinals as ``<n>th``)."""
+    return normalise(text).text
+
+
+def without_quotes(text: str) -> str:
+    """``text`` without quoted spans: a read-back quotes the caller, and the quotes are not the agent's proposal."""
+    return _QUOTED.sub(" ", text)
+
+
+def has_time_word(text: str) -> bool:
+    """Whether ``text`` says anything about when (see :data:`TIME_WORD`)."""
+    return bool(TIME_WORD.search(norm(text)))
+
+
+def doubts(text: str) -> list[str]:
+    """The classes of word in ``text`` that make a yes or a named day less than firm, in a fixed order.
+
+    ``negation``, ``contrast``, ``hedge``, ``past``, ``limit`` (a day made into a span), ``absence``.
+    """
+    n = norm(text)
+    found = []
+    for name, pattern in (("negation", NEGATION), ("contrast", CONTRAST), ("hedge", HEDGE), ("past", PAST),
+                          ("limit", LIMIT_WORD), ("absence", UNAVAILABLE)):
+        if pattern.search(n):
+            found.append(name)
+    return found
+
+
+def could_bind(text: str) -> bool:
+    """Whether a caller utterance could limit a date: a time word with a limit, an absence or a negation."""
+    n = norm(text)
+    if not TIME_WORD.search(n):
+        return False
+    if PAST.search(n) and not (UNAVAILABLE.search(n) or NEGATION.search(n)):
+        return False  # "I rang about it on the 14th" tells what happened
+    return any(p.search(n) for p in (LIMIT_WORD, UNAVAILABLE, WHEREABOUTS, NEGATION, CONTRAST))
+
+
+def accepts(text: str) -> bool:
+    """Whether ``text`` accepts what was just said (see :data:`ACCEPT`)."""
+    return bool(ACCEPT.search(norm(text)))
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` holds a word that asks for or accepts something (see :data:`REQUEST`)."""
+    return bool(REQUEST.search(norm(text)))

@@ -1,0 +1,326 @@
+"""The date contract: a date-bearing tool call runs, is confirmed with the caller, or is refused.
+
+A date runs only when the caller asked for or agreed to that exact day, firmly, after every
+statement that could bind it, and no reader (the cue-word rules, and the model reader when one is
+configured) finds a binding statement it breaks. Otherwise the agent **confirms**: it reads back the
+caller's own words (the binding statements, verbatim) with the day, and the call runs only after
+the caller's yes, which is then the latest thing they said. A clear break the caller never agreed
+to is **refused** with its citation. A day the caller later replaced never runs: whatever they said
+after it, naming a time or taking something back, turns a run into a question.
+
+Safety comes from the structure, not from reading every wording right: the cue words only ever
+*add* reasons to ask (see :mod:`voice_agent.core.dates.signals`), and a run needs a firm yes or a
+firm request of that exact day as the caller's last word on dates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import Any
+
+from voice_agent.core.dates import signals
+from voice_agent.core.dates.binding import DateBinding
+from voice_agent.core.dates.model import ConstraintKind, DateConstraint
+from voice_agent.core.dates.reading import DateReading, ReadStatement
+from voice_agent.core.guards.date_guard import Citation, DateCheck, DateGuard, DateVerdict, SaidDates, is_affirmation
+from voice_agent.core.tool_spec import ParamKind, ToolSpec
+from voice_agent.core.transcript import EntryKind, TranscriptLane
+
+MAX_READBACK = 4
+"""Most caller statements read back in one confirmation (the breaking ones first)."""
+
+
+class DateAction(StrEnum):
+    """What happens to a date-bearing tool call."""
+
+    RUN = "run"
+    CONFIRM = "confirm"
+    REFUSE = "refuse"
+
+
+class Why(StrEnum):
+    """Why the contract decided as it did (a short code for reports; ``reason`` says it in words)."""
+
+    ASKED_LAST = "asked_last"
+    """The caller firmly asked for or agreed to this day, and said nothing about dates after."""
+    NOT_A_DATE = "not_a_date"
+    NOT_ASKED = "not_asked"
+    """The caller never firmly asked for or agreed to this exact day."""
+    SAID_MORE = "said_more"
+    """After asking for it the caller said more about dates, or took something back."""
+    BREAKS = "breaks"
+    """A reader finds a statement of the caller's that this day breaks."""
+    READERS_DISAGREE = "readers_disagree"
+    """The rules would run it; the model reader finds a statement it breaks."""
+    MODEL_FAILED = "model_failed"
+    """The model reader failed or timed out and the call holds a statement that could bind the day."""
+
+
+@dataclass(frozen=True)
+class DateDecision:
+    """The contract's decision on one date argument.
+
+    Attributes:
+        action: Run, confirm or refuse.
+        why: The short reason code.
+        argument: Parameter name.
+        value: The date passed (None when it is not an ISO date).
+        reason: For the model and the logs, citing turns.
+        citations: The caller's statements behind it, verbatim (read back on confirm, cited on refuse).
+        readback: What the agent says to confirm ("" unless the action is confirm).
+        rules: The cue-word reader's verdict.
+        model: The model reader's statements this day breaks (verified quotes), when a model read the call.
+        reading: The model reading used, if any.
+    """
+
+    action: DateAction
+    why: Why
+    argument: str
+    value: date | None
+    reason: str
+    citations: tuple[Citation, ...]
+    readback: str
+    rules: DateCheck
+    model: tuple[ReadStatement, ...] = ()
+    reading: DateReading | None = None
+
+    @property
+    def runs(self) -> bool:
+        """Whether the tool may run as far as this argument is concerned."""
+        return self.action is DateAction.RUN
+
+    def result(self) -> dict[str, Any]:
+        """The tool result the model reads instead of running the tool (confirm or refuse)."""
+        out: dict[str, Any] = {
+            "status": "confirm" if self.action is DateAction.CONFIRM else "rejected",
+            "guard": "date",
+            "verdict": self.action.value,
+            "reason": self.reason,
+            "citations": [{"turn": c.turn, "words": c.words} for c in self.citations],
+        }
+        if self.readback:
+            out["say"] = self.readback
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "action": self.action.value, "why": self.why.value, "argument": self.argument,
+            "value": self.value.isoformat() if self.value else None, "reason": self.reason,
+            "citations": [{"turn": c.turn, "words": c.words} for c in self.citations],
+            "readback": self.readback, "rules": self.rules.to_json(),
+            "model": [{"turn": s.turn, "quote": s.quote, "polarity": s.polarity.value} for s in self.model],
+            "reading": self.reading.to_json() if self.reading else None,
+        }
+
+
+def spoken_date(d: date) -> str:
+    """"Thursday 26 November": the form a read-back uses (the rules read it back as that one day)."""
+    return f"{d.strftime('%A')} {d.day} {d.strftime('%B')}"
+
+
+def readback_line(d: date, quotes: Sequence[str], what: str = "that") -> str:
+    """The confirmation the agent says: the caller's own words, verbatim, then the day."""
+    if not quotes:
+        return f"Just to confirm, shall I book {what} for {spoken_date(d)}?"
+    said = " and ".join(f'"{q}"' for q in quotes)
+    return f"Before I book it: you said {said}. Shall I still book {what} for {spoken_date(d)}?"
+
+
+class DateContract:
+    """Decides run, confirm or refuse for date arguments, over a call's :class:`DateGuard`.
+
+    Args:
+        guard: The call's date guard (the cue-word reader, with its per-utterance cache).
+    """
+
+    def __init__(self, guard: DateGuard) -> None:
+        self.guard = guard
+
+    def decide(
+        self, tool: ToolSpec, arguments: Mapping[str, Any], transcript: TranscriptLane,
+        reading: DateReading | None = None,
+    ) -> list[DateDecision]:
+        """One decision per DATE parameter present in ``arguments``, in parameter order.
+
+        Args:
+            tool: The tool's spec; DATE parameters are marked there.
+            arguments: The arguments the model produced.
+            transcript: The call's transcript lane (re-read in full; never modified).
+            reading: The model reader's reading at this action, if a model read the call.
+        """
+        return [
+            self.decide_date(p.name, arguments[p.name], transcript, tool.name,
+                             DateBinding.for_param(tool.name, p.name, p.binds, p.topic), reading)
+            for p in tool.params_of(ParamKind.DATE)
+            if p.name in arguments
+        ]
+
+    def decide_date(
+        self, argument: str, raw: Any, transcript: TranscriptLane, tool_name: str = "the tool",
+        binding: DateBinding | None = None, reading: DateReading | None = None,
+    ) -> DateDecision:
+        """The decision on one date argument value (see the module docstring)."""
+        binding = binding or self.guard.binding
+        rules = self.guard.check_date(argument, raw, transcript, tool_name, binding)
+        d = rules.value
+        what = "the callback" if binding.topic in (None, "callback") else f"the {binding.topic}"
+        if d is None:
+            return DateDecision(DateAction.REFUSE, Why.NOT_A_DATE, argument, None, rules.reason, rules.citations, "",
+                                rules)
+        said = self.guard.utterances(transcript)
+        model_breaks = tuple(s for s in reading.statements if s.excludes(d)) if reading and reading.ok else ()
+        rule_breaks = rules.verdict in (DateVerdict.CONFLICT, DateVerdict.SUPERSEDED)
+        binding_said = _binding_statements(said, binding)
+        assent = _last_assent(said, d)
+
+        def decision(action: DateAction, why: Why, reason: str, cites: Sequence[Citation]) -> DateDecision:
+            cites = tuple(dict.fromkeys(cites))
+            line = ""
+            if action is DateAction.CONFIRM:
+                line = readback_line(d, [c.words for c in cites[:MAX_READBACK]], what)
+            return DateDecision(action, why, argument, d, reason, cites, line, rules, model_breaks, reading)
+
+        model_cites = [Citation(s.turn, s.quote) for s in model_breaks]
+        if assent is None:
+            named = any(s.kind is EntryKind.CALLER and any(c.kind is ConstraintKind.ON and c.start == d
+                                                             for c in s.constraints) for s in said)
+            if rules.verdict is DateVerdict.SUPERSEDED or (rule_breaks and not named):
+                return decision(DateAction.REFUSE, Why.BREAKS, rules.reason, rules.citations)
+            if rule_breaks:
+                # The caller named this very day themselves: a limit the rules read may be misread, so ask.
+                return decision(DateAction.CONFIRM, Why.BREAKS,
+                                f"{rules.reason} They also named {d} themselves: read back their words and ask.",
+                                [*rules.citations, *binding_said])
+            if model_breaks:
+                quoted = "; ".join(f"turn {c.turn}: '{c.words}'" for c in model_cites)
+                return decision(DateAction.REFUSE, Why.BREAKS,
+                                f"{d} goes against what the caller said ({quoted}). Ask the caller for another day.",
+                                model_cites)
+            reason = (f"The caller has not firmly asked for or agreed to {d} as their last word on dates. Read back "
+                      f"their words and the day (say exactly the 'say' line), then call {tool_name} again only "
+                      "after they say yes.")
+            return decision(DateAction.CONFIRM, Why.NOT_ASKED, reason, binding_said)
+        heard = said[assent]
+        acknowledged = _quoted_in_agent_line(said, assent)
+        later = [s for s in said[assent + 1 :] if _unsettles(s, d)]
+        if later and rule_breaks and any(c.turn > heard.turn for c in rules.citations):
+            # What the caller said after asking for it is itself a clear break: "actually no, make it the 25th".
+            return decision(DateAction.REFUSE, Why.BREAKS, rules.reason, rules.citations)
+        if later:
+            cites = [Citation(s.turn, s.text) for s in later if s.kind is EntryKind.CALLER] or binding_said
+            reason = (f"The caller asked for {d} on turn {heard.turn}, then said more about dates or took something "
+                      f"back. Read back their words and the day (the 'say' line) and call {tool_name} again only "
+                      "after they say yes.")
+            return decision(DateAction.CONFIRM, Why.SAID_MORE, reason, [*cites, *binding_said])
+        unheard_rules = [c for c in rules.citations if rule_breaks and not _in(c.words, acknowledged)]
+        if unheard_rules:
+            return decision(DateAction.CONFIRM, Why.BREAKS,
+                            f"{rules.reason} Read back their words (the 'say' line) before booking.",
+                            [*unheard_rules, *binding_said])
+        unheard_model = [c for c in model_cites if not _in(c.words, acknowledged)]
+        if unheard_model:
+            return decision(DateAction.CONFIRM, Why.READERS_DISAGREE,
+                            f"A second reading finds the caller's words against {d}. Read them back (the 'say' line).",
+                            [*unheard_model, *binding_said])
+        if reading is not None and not reading.ok and binding_said:
+            unheard = [c for c in binding_said if not _in(c.words, acknowledged)]
+            if unheard:
+                return decision(DateAction.CONFIRM, Why.MODEL_FAILED,
+                                f"The second reading failed ({reading.error}); the caller said things that could "
+                                "limit the day. Read them back (the 'say' line).", unheard)
+        return DateDecision(DateAction.RUN, Why.ASKED_LAST, argument, d,
+                            f"The caller asked for or agreed to {d} on turn {heard.turn}.",
+                            (Citation(heard.turn, heard.text),), "", rules, model_breaks, reading)
+
+
+# -- reading the utterances ------------------------------------------------------------------------------------------
+
+
+def _in(words: str, spoken: str) -> bool:
+    return bool(spoken) and signals.norm(words) in signals.norm(spoken)
+
+
+def _names_only(constraints: Sequence[DateConstraint], d: date) -> bool:
+    """Whether every date read names exactly ``d`` (and at least one does)."""
+    return bool(constraints) and all(
+        c.kind is ConstraintKind.ON and c.start == d and c.end == d and not c.blocked for c in constraints
+    )
+
+
+def _asked_for_a_day(agent: str) -> bool:
+    n = signals.norm(agent)
+    return "?" in agent and bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
+
+
+def _last_assent(said: Sequence[SaidDates], d: date) -> int | None:
+    """The index in ``said`` of the caller's last firm request of, or yes to, exactly ``d``.
+
+    Firm: no word of doubt (see :func:`signals.doubts`). A request names only ``d`` and asks for it (or
+    answers the agent's question for a day); a yes answers an agent line that proposes only ``d``, and may
+    echo it ("aye, the 29th", "yeah Friday": the day number or the weekday of the day proposed).
+    """
+    found = None
+    agent: SaidDates | None = None
+    for i, s in enumerate(said):
+        if s.kind is EntryKind.AGENT:
+            agent = s
+            continue
+        if not signals.doubts(s.text):
+            own = s.constraints
+            proposed = agent is not None and _proposes(agent.constraints, d)
+            yes = is_affirmation(s.text) or signals.accepts(s.text)
+            asked = signals.asks(s.text) or (agent is not None and _asked_for_a_day(agent.text))
+            requested = bool(own) and _names_only(own, d) and (yes or asked)
+            if requested or (proposed and yes and all(_echoes(c, d) for c in own)):
+                found = i
+        agent = None
+    return found
+
+
+def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
+    """Whether an agent line proposes ``d``: it names that day, and any other span it names holds it."""
+    named = [c for c in constraints if c.start == d and c.end == d]
+    return bool(named) and all(
+        (c.start == d and c.end == d) or (not c.blocked and c.weekday is None and c.contains(d)) for c in constraints
+    )
+
+
+def _echoes(c: DateConstraint, d: date) -> bool:
+    """Whether a caller's bare day repeats ``d`` as just proposed: its day number or its weekday."""
+    if c.kind is not ConstraintKind.ON or c.start is None or c.blocked:
+        return False
+    return c.start == d or c.start.day == d.day or c.start.weekday() == d.weekday()
+
+
+def _quoted_in_agent_line(said: Sequence[SaidDates], index: int) -> str:
+    """The agent's words just before ``said[index]`` (what a yes answered), or ""."""
+    before = said[index - 1] if index > 0 else None
+    return before.text if before is not None and before.kind is EntryKind.AGENT else ""
+
+
+def _unsettles(s: SaidDates, d: date) -> bool:
+    """Whether an utterance after the caller's yes could change the day: more about dates, or a take-back."""
+    if s.kind is EntryKind.AGENT:
+        # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
+        return any(not (c.start == d and c.end == d) for c in s.constraints)
+    n = signals.norm(s.text)
+    return bool(signals.TIME_WORD.search(n) or signals.NEGATION.search(n) or signals.CONTRAST.search(n))
+
+
+def _binding_statements(said: Sequence[SaidDates], binding: DateBinding) -> list[Citation]:
+    """The caller's statements that could bind the day: limits the rules read, and time words the rules could not."""
+    out = []
+    for s in said:
+        if s.kind is not EntryKind.CALLER:
+            continue
+        admitted = [c for c in s.constraints if binding.admits(c)]
+        limits = [c for c in admitted if not (c.kind is ConstraintKind.ON and not c.blocked)]
+        # Whatever the rules made of it (nothing, or a date about something else), a time word with an absence,
+        # a limit or a negation could still bind: "my father-in-law arrives on the 7th, that's the week gone".
+        if limits or (not admitted and signals.could_bind(s.text)):
+            out.append(Citation(s.turn, s.text))
+    return out
