@@ -400,3 +400,26 @@ def test_dispute_request_survives_an_asr_slip() -> None:
     assert "open_dispute" in [c.name for c in reply.tool_calls]
     question = respond(system(), known, user("How long does a dispute usually take to resolve?"))
     assert "open_dispute" not in [c.name for c in question.tool_calls]
+
+
+def test_reads_the_callers_quoted_date_limits_in_known_facts_as_the_assembler_writes_them() -> None:
+    # Under lanes the limits reach the model only as quoted KNOWN FACTS lines with their turn: no summary, no
+    # caller text. The offered day must respect both ("travelling until the 14th", "not a Tuesday").
+    reply = respond(system("2026-12-08"),
+                    facts("account: ACC-6051-07 (verified; since turn 2)",
+                          'timing_constraint (turn 3): "I\'m travelling until the 14th, so no calls before then"',
+                          'caller said (turn 4): "And not a Tuesday either, that\'s the school run."'),
+                    user("Could someone call me back next week sometime?"))
+    assert reply.text.startswith("I can book a callback for Wednesday the 16th"), reply
+
+
+def test_follows_the_date_contract_reading_back_then_booking_after_the_yes() -> None:
+    say = 'Before I book it: you said "not before the 3rd". Shall I still book the callback for Friday 4 December?'
+    history = [system(), facts("account: ACC-4729-18 (verified; since turn 1)"), user("Call me on the 4th I guess."),
+               call("c1", "schedule_callback", {"account_id": "ACC-4729-18", "date": "2026-12-04"}),
+               result("c1", {"status": "confirm", "guard": "date", "verdict": "confirm", "reason": "r", "say": say})]
+    asked = respond(*history)
+    assert asked.text == say and asked.tool_calls == () and asked.asks_for == "date"
+    booked = respond(system(), facts("account: ACC-4729-18 (verified; since turn 1)"), user("Call me on the 4th."),
+                     {"role": "assistant", "content": say}, user("yes please"))
+    assert only_call(booked) == ("schedule_callback", {"account_id": "ACC-4729-18", "date": "2026-12-04"})

@@ -243,3 +243,32 @@ async def test_the_model_reader_sends_the_schema_and_survives_errors_and_timeout
 
 def _days(statements: Sequence[Any]) -> list[str]:
     return [s.quote for s in statements]
+
+
+@pytest.mark.parametrize("reply", [
+    "I need to ask my wife first", "what day is that", "let me have a look at the calendar",
+    "hmm I think so", "yes but not in the morning", "yeah or the Friday", "sure, if I'm back by then",
+])
+def test_a_reply_that_defers_questions_or_hedges_is_not_a_yes(reply: str) -> None:
+    call = lane(("c", "can someone call me back"), ("a", "I can book a callback for Thursday 26 November. OK?"),
+                ("c", reply))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("reply", ["aye", "yes pet, the 26th, that's lovely", "yeah Thursday", "sorted, the 26th",
+                                   "lovely, thank you", "ta"])
+def test_a_yes_may_echo_the_day_or_the_weekday_in_the_callers_own_words(reply: str) -> None:
+    call = lane(("c", "can someone call me back"), ("a", "So that's Thursday the 26th of November?"), ("c", reply))
+    assert decide(call, d(11, 26)).action is DateAction.RUN
+
+
+def test_an_echo_of_another_weekday_is_not_a_yes() -> None:
+    call = lane(("c", "can someone call me back"), ("a", "So that's Thursday the 26th of November?"),
+                ("c", "yeah Friday"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+def test_a_proposal_of_two_days_answered_yes_runs_neither() -> None:
+    call = lane(("c", "ring me back"), ("a", "I have Thursday the 26th or Friday the 27th?"), ("c", "yes"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+    assert decide(call, d(11, 27)).action is not DateAction.RUN

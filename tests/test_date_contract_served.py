@@ -7,6 +7,8 @@ caller hears the contract's read-back, says yes, and only then does the callback
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 
 from tests.test_telephony_bridge import config, emulator, ended, wait_for
 from voice_agent.audio.stack import AudioStack
@@ -32,10 +34,11 @@ def callback(day: dt.date) -> FakeToolCall:
     return FakeToolCall("schedule_callback", {"account_id": ACCOUNT, "date": day.isoformat()})
 
 
-async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed_one() -> None:
+async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed_one(tmp_path: Path) -> None:
     readback = readback_line(AFTER, [AWAY], "the callback")
     fake = FakeLLM({
-        1: [FakeReply(text="Thanks, I have your account.")],
+        1: [FakeReply(tool_calls=(FakeToolCall("lookup_account", {"account_id": ACCOUNT}),)),
+            FakeReply(text="Thanks, I have your account.")],
         2: [FakeReply(text="Understood.")],
         3: [FakeReply(tool_calls=(callback(INSIDE),)), FakeReply(tool_calls=(callback(AFTER),)),
             FakeReply(text=readback)],
@@ -43,7 +46,7 @@ async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed
     })
     settings = with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": TODAY})
     stack = AudioStack.named("fake").with_script(LINES)
-    async with running_bridge(config(stack=stack), call_factory(settings, llm_factory=lambda _d: fake)) as (
+    async with running_bridge(config(stack=stack, transcript_dir=tmp_path), call_factory(settings, llm_factory=lambda _d: fake)) as (
         bridge, url
     ):
         result = await emulator().dial(f"{url}/voice", LINES)
@@ -54,9 +57,12 @@ async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed
     assert [c["date"] for c in backend.callbacks] == [AFTER.isoformat()]
     # What the model read for each refused or questioned call: a refusal citing the absence, then the read-back.
     results = [m for context in fake.received for m in context if m.get("role") == "tool"]
-    bodies = [str(m.get("content")) for m in results]
-    assert any('"verdict": "refuse"' in b and "rigs" in b for b in bodies)
-    assert any('"status": "confirm"' in b and readback.replace('"', '\\\\"') in b for b in bodies)
-    # The caller heard the read-back word for word.
-    heard = " ".join(t.agent_text for t in result.turns)
-    assert "Shall I still book the callback for Friday 11 December?" in heard
+    bodies = [json.loads(str(m.get("content"))) for m in results]
+    assert any(b.get("verdict") == "refuse" and "rigs" in b["reason"] for b in bodies)
+    assert any(b.get("status") == "confirm" and b.get("say") == readback for b in bodies)
+    # The caller heard the read-back word for word, and the callback ran only after their yes.
+    lines = json.loads((tmp_path / f"{record.call_id}.json").read_text())["transcript"]
+    said = [i for i, line in enumerate(lines) if readback in line]
+    ran = [i for i, line in enumerate(lines) if line.startswith("TOOL_RESULT schedule_callback") and "scheduled" in line]
+    yes = [i for i, line in enumerate(lines) if "yes that's fine" in line]
+    assert said and yes and ran and said[0] < yes[0] < ran[0], lines

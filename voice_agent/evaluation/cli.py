@@ -721,7 +721,9 @@ def _secs(value: float | None) -> str:
 
 @eval_app.command("dates")
 def dates_command(
-    data_set: Annotated[str, typer.Option("--set", help="dev, test or all (config/evals/dates/contract/).")] = "all",
+    data_set: Annotated[str, typer.Option("--set", help="dev, test or all (the folders under --data).")] = "all",
+    data: Annotated[Path | None, typer.Option("--data", help="Where the sets live (default: "
+                                                             "config/evals/dates/contract/).")] = None,
     reader: Annotated[str, typer.Option(
         "--reader", help="rules (no model), local (the packaged local model) or llm (the settings' hosted LLM), "
                          "beside the rules.")] = "rules",
@@ -783,8 +785,8 @@ def dates_command(
         if model_on not in ("all", "calls"):
             _fail(f"--model-on must be all or calls, got {model_on!r}")
         kinds = ("calls", "sentences") if model_on == "all" else ("calls",)
-        report = evaluate_contract(ContractConfig(sets=sets, reader=model, reader_name=reader, cache=cache,
-                                                  model_on=kinds), progress)
+        report = evaluate_contract(ContractConfig(sets=sets, root=data or CONTRACT_DIR, reader=model,
+                                                  reader_name=reader, cache=cache, model_on=kinds), progress)
     except InputError as exc:
         _fail(str(exc))
     print_contract(report, show_failures=show_failures, show_test_failures=show_test_failures)

@@ -30,7 +30,7 @@ import hashlib
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,8 +38,9 @@ from typing import Any, Protocol
 import yaml
 
 from voice_agent.core.dates.reading import DateReading, ReadingStatus, ReadStatement, verify
-from voice_agent.core.guards.date_contract import DateAction, DateContract
+from voice_agent.core.guards.date_contract import DateAction, DateContract, DateDecision
 from voice_agent.core.guards.date_guard import DateGuard, parse_date_argument
+from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
@@ -272,16 +273,34 @@ class Outcome:
     model_breaks: tuple[ReadStatement, ...]
 
 
-def _decide(turns: Sequence[tuple[str, str]], reference: dt.date, day: dt.date,
+class Contract(Protocol):
+    """What is scored: :class:`~voice_agent.core.guards.date_contract.DateContract`'s ``decide``."""
+
+    def decide(self, tool: ToolSpec, arguments: Mapping[str, Any], transcript: TranscriptLane,
+               reading: DateReading | None = None) -> list[DateDecision]:
+        """One decision per date argument."""
+        ...
+
+
+ContractFactory = Callable[[dt.date], Contract]
+"""Builds the contract for a call's day (default: the call's own, over a fresh :class:`DateGuard`)."""
+
+
+def default_contract(reference: dt.date) -> Contract:
+    """The contract a served call runs, for one call's day."""
+    return DateContract(DateGuard(reference))
+
+
+def _decide(contract: ContractFactory, turns: Sequence[tuple[str, str]], reference: dt.date, day: dt.date,
             reading: DateReading | None) -> tuple[DateAction, str, tuple[ReadStatement, ...]]:
-    lane = call_lane(turns)
-    contract = DateContract(DateGuard(reference))
-    (decision,) = contract.decide(SCHEDULE_CALLBACK, {"account_id": ACCOUNT, "date": day.isoformat()}, lane, reading)
+    (decision,) = contract(reference).decide(
+        SCHEDULE_CALLBACK, {"account_id": ACCOUNT, "date": day.isoformat()}, call_lane(turns), reading)
     return decision.action, decision.why.value, decision.model
 
 
 def score_set(
     name: str, sentences: Sequence[Sentence], calls: Sequence[Call], readings: Mapping[str, DateReading] | None = None,
+    contract: ContractFactory = default_contract,
 ) -> list[Outcome]:
     """Every probe and twin of one set through the contract (with the model readings, when given)."""
     out: list[Outcome] = []
@@ -289,12 +308,12 @@ def score_set(
         turns = sentence_turns(s)
         reading = readings.get(reading_key(turns, s.reference)) if readings is not None else None
         for day, label in s.probes:
-            action, why, breaks = _decide(turns, s.reference, day, reading)
+            action, why, breaks = _decide(contract, turns, s.reference, day, reading)
             out.append(Outcome(name, "sentence", s.id, s.classes, day, label, action, why, breaks))
     for c in calls:
         reading = readings.get(reading_key(c.turns, c.reference)) if readings is not None else None
         for day, role in c.twins:
-            action, why, breaks = _decide(c.turns, c.reference, day, reading)
+            action, why, breaks = _decide(contract, c.turns, c.reference, day, reading)
             out.append(Outcome(name, "call", c.id, c.classes, day, role, action, why, breaks))
     return out
 
@@ -396,6 +415,7 @@ class ContractConfig:
     reader_name: str = "rules"
     cache: Path | None = None
     model_on: tuple[str, ...] = ("calls", "sentences")
+    contract: ContractFactory = default_contract
 
 
 def load_set(root: Path, name: str) -> tuple[list[Sentence], list[Call]]:
@@ -412,7 +432,7 @@ def evaluate_contract(config: ContractConfig, progress: Any = None) -> dict[str,
     cache = ReadingCache.open(config.cache)
     for name in config.sets:
         sentences, calls = load_set(config.root, name)
-        runs: dict[str, list[Outcome]] = {"rules": score_set(name, sentences, calls)}
+        runs: dict[str, list[Outcome]] = {"rules": score_set(name, sentences, calls, contract=config.contract)}
         reading_stats: dict[str, Any] | None = None
         if config.reader is not None:
             read_sentences = sentences if "sentences" in config.model_on else []
@@ -421,7 +441,7 @@ def evaluate_contract(config: ContractConfig, progress: Any = None) -> dict[str,
                                                                     for s in read_sentences]
             readings = asyncio.run(read_all(items, config.reader, cache, progress))
             label = config.reader_name + ("" if read_sentences else " (calls; sentences: rules)")
-            runs[label] = score_set(name, sentences, calls, readings)
+            runs[label] = score_set(name, sentences, calls, readings, config.contract)
             seconds = sorted(r.seconds for r in readings.values())
             reading_stats = {
                 "readings": len(readings),
