@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 
 from tests.test_dates_table import REFERENCE, TABLE  # noqa: E402
 from voice_agent.core.dates import clear_cache, extract_constraints  # noqa: E402
+from voice_agent.core.guards.date_contract import DateContract  # noqa: E402
 from voice_agent.core.guards.date_guard import DateGuard  # noqa: E402
 from voice_agent.core.guards.id_guard import IdGuard  # noqa: E402
 from voice_agent.core.ledger import Ledger  # noqa: E402
@@ -124,7 +125,30 @@ def bench_id_guard(rounds: int = 3000) -> list[str]:
     return lines
 
 
-SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread, bench_id_guard]
+def bench_contract(turns: int = 200, rounds: int = 50) -> list[str]:
+    """DateContract.decide (the rules reader, the confirm rule and the read-back) on a ``turns``-turn lane."""
+    lane = transcript(turns)
+    value = {"date": "2026-12-10"}
+    cold: list[float] = []
+    for _ in range(rounds):
+        clear_cache()
+        contract = DateContract(DateGuard(REFERENCE))
+        cold.append(timed(partial(contract.decide, SCHEDULE, value, lane)))
+    contract = DateContract(DateGuard(REFERENCE))
+    contract.decide(SCHEDULE, value, lane)
+    warm = [timed(partial(contract.decide, SCHEDULE, value, lane)) for _ in range(rounds * 4)]
+    k50, k99 = percentiles(cold)
+    w50, w99 = percentiles(warm)
+    verdict = "ok" if w99 < 0.020 else "OVER TARGET"
+    return [
+        f"dates: DateContract.decide, {turns}-turn call, cold (n={len(cold)}): p50 {k50 * 1e3:.2f} ms, "
+        f"p99 {k99 * 1e3:.2f} ms",
+        f"dates: DateContract.decide, {turns}-turn call, warm (n={len(warm)}): p50 {w50 * 1e3:.2f} ms, "
+        f"p99 {w99 * 1e3:.2f} ms (target p99 < 20 ms: {verdict})",
+    ]
+
+
+SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread, bench_contract, bench_id_guard]
 
 
 def main() -> None:

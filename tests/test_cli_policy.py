@@ -68,8 +68,20 @@ def test_check_dates_prints_the_verdict_with_its_citation() -> None:
     result = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-30", "I'm flying to Denver on the 3rd",
                                  "don't call me until after the 14th", "--date", "2026-12-10"])
     assert result.exit_code == 0
-    assert "trip" in result.stdout and "2026-12-10: conflict" in result.stdout
+    assert "trip" in result.stdout and "2026-12-10: REFUSE (breaks)" in result.stdout
     assert "turn 2: \"don't call me until after the 14th\"" in result.stdout
+    assert "rules reader: conflict" in result.stdout
+
+
+def test_check_dates_reads_back_then_runs_after_the_yes() -> None:
+    lines = ["not before the 1st of December please", "agent: When would suit?", "the 2nd I guess"]
+    asked = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-18", *lines, "--date", "2026-12-02",
+                                "--json"])
+    decision = json.loads(asked.stdout)["decision"]
+    assert decision["action"] == "confirm" and "Wednesday 2 December" in decision["readback"]
+    yes = runner.invoke(app, ["check-dates", "--reference-date", "2026-11-18", *lines,
+                              "agent: " + decision["readback"], "yes", "--date", "2026-12-02"])
+    assert "2026-12-02: RUN (asked_last)" in yes.stdout
 
 
 def test_check_dates_text_and_bad_reference() -> None:

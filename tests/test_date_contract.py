@@ -221,10 +221,14 @@ async def test_the_model_reader_sends_the_schema_and_survives_errors_and_timeout
         seen.append((instructions, user, schema))
         return reply()
 
-    call = lane(("c", "hello there"))
+    call = lane(("c", "hello there"), ("a", "Would Monday suit for a callback?"), ("c", "yes"),
+                ("c", "my mum is staying till the 30th"))
     reading = await ModelDateReader(complete).read(call.entries, TODAY)
     assert reading.ok and seen[0][0] == INSTRUCTIONS and seen[0][2] is READING_SCHEMA
-    assert "[turn 1] CALLER: hello there" in seen[0][1]
+    # Only what could be about when reaches the model: no "hello there", but the yes with its question.
+    assert "hello there" not in seen[0][1]
+    assert "AGENT: Would Monday suit for a callback?\n[turn 2] CALLER: yes" in seen[0][1]
+    assert "[turn 3] CALLER: my mum is staying till the 30th" in seen[0][1]
 
     async def broken(instructions: str, user: str, schema: dict[str, Any]) -> str:
         raise RuntimeError("HTTP 500")

@@ -98,12 +98,14 @@ def _explain_trigger(trigger: str, scenario: str | None, run_policy: str, keep: 
 
 @app.command("check-dates")
 def check_dates(
-    texts: Annotated[list[str], typer.Argument(help="Caller sentences to read (each one caller turn, in order).")],
+    texts: Annotated[list[str], typer.Argument(help="The call's lines in order: each a caller turn, or an agent line "
+                                                    "when it starts with 'agent:'.")],
     reference_date: Annotated[
         str, typer.Option("--reference-date", help="The call's 'today' (YYYY-MM-DD); never the machine clock.")
     ],
     on: Annotated[
-        str | None, typer.Option("--date", help="Also judge this date (YYYY-MM-DD) as the guard would at a tool call.")
+        str | None, typer.Option("--date", help="Also decide this date (YYYY-MM-DD) as a tool call would: run, "
+                                                "confirm (with the read-back) or refuse.")
     ] = None,
     binds: Annotated[
         str, typer.Option("--binds", help="Subjects that bind the date, comma-separated (availability, trip, booking).")
@@ -113,10 +115,11 @@ def check_dates(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Prints each date statement in the sentences (subject, kind, dates) and, with --date, the guard's verdict."""
+    """Prints each date statement in the lines (subject, kind, dates) and, with --date, the date contract's decision."""
     import datetime as dt
 
     from voice_agent.core.dates import DateSubject, read_statements
+    from voice_agent.core.guards.date_contract import DateContract
     from voice_agent.core.guards.date_guard import DateGuard
     from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
     from voice_agent.core.transcript import TranscriptLane
@@ -127,19 +130,28 @@ def check_dates(
         subjects = tuple(DateSubject(b.strip()) for b in binds.split(",") if b.strip())
     except ValueError as exc:
         fail(f"check-dates: {exc} (dates are YYYY-MM-DD; subjects: {', '.join(s.value for s in DateSubject)})")
+    lines = [(t[len("agent:"):].strip(), "agent") if t.lower().startswith("agent:") else (t, "caller") for t in texts]
     results: list[dict[str, Any]] = [
-        {"text": t, "statements": [st.to_json() for st in read_statements(t, reference)]} for t in texts
+        {"text": t, "speaker": who, "statements": [st.to_json() for st in read_statements(t, reference)]}
+        for t, who in lines if who == "caller"
     ]
-    verdict: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = None
     if day is not None:
         lane = TranscriptLane()
-        for turn, text in enumerate(texts, start=1):
-            lane.append_caller(turn, text)
+        turn = 0
+        for text, who in lines:
+            if who == "caller":
+                turn += 1
+                lane.append_caller(turn, text)
+            else:
+                lane.append_agent(max(turn, 1), text)
         param = ToolParam("date", "", kind=ParamKind.DATE, binds=tuple(s.value for s in subjects), topic=topic)
-        (check,) = DateGuard(reference).check(ToolSpec("action", "", (param,)), {"date": day.isoformat()}, lane)
-        verdict = check.to_json()
+        (made,) = DateContract(DateGuard(reference)).decide(ToolSpec("action", "", (param,)),
+                                                          {"date": day.isoformat()}, lane)
+        decision = made.to_json()
     if as_json:
-        print(json.dumps({"reference_date": reference.isoformat(), "results": results, "verdict": verdict}, indent=2))
+        print(json.dumps({"reference_date": reference.isoformat(), "results": results, "decision": decision},
+                         indent=2))
         return
     for item in results:
         print(f"{item['text']!r}")
@@ -151,10 +163,13 @@ def check_dates(
             extra = f" weekday={c['weekday']}" if c["weekday"] is not None else ""
             about = st["subject"] + (f"/{st['topic']}" if st["topic"] else "") + (f"/{c['role']}" if c["role"] else "")
             print(f"  {about:<22} {st['kind']:<11} {c['kind']:<16} {span}{extra} blocked={c['blocked']}")
-    if verdict is not None:
-        print(f"{verdict['value']}: {verdict['verdict']} - {verdict['reason']}")
-        for cite in verdict["citations"]:
+    if decision is not None:
+        print(f"{decision['value']}: {decision['action'].upper()} ({decision['why']}) - {decision['reason']}")
+        if decision["readback"]:
+            print(f"  the agent says: {decision['readback']}")
+        for cite in decision["citations"]:
             print(f"  turn {cite['turn']}: {cite['words']!r}")
+        print(f"  rules reader: {decision['rules']['verdict']}")
 
 
 @app.command()

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from voice_agent.core.dates.reading import DateReading, ReadingStatus, ReadStatement, verify
+from voice_agent.core.dates.reading import DateReading, ReadingStatus, ReadStatement, prompt_version, verify
 from voice_agent.core.guards.date_contract import DateAction, DateContract, DateDecision
 from voice_agent.core.guards.date_guard import DateGuard, parse_date_argument
 from voice_agent.core.tool_spec import ToolSpec
@@ -190,8 +190,8 @@ class Reader(Protocol):
 
 
 def reading_key(turns: Sequence[tuple[str, str]], reference: dt.date) -> str:
-    """The cache key of one reading: the words read and the day they resolve against."""
-    blob = json.dumps([reference.isoformat(), list(turns)], ensure_ascii=False)
+    """The cache key of one reading: what the model is asked, the words read and the day they resolve against."""
+    blob = json.dumps([prompt_version(), reference.isoformat(), list(turns)], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
 
 

@@ -26,6 +26,7 @@ from datetime import date
 from enum import StrEnum
 from typing import Any, Protocol
 
+from voice_agent.core.dates import signals
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import ConstraintKind, DateConstraint
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
@@ -74,7 +75,7 @@ INSTRUCTIONS = (
     "when they can or cannot be called back: absences, shifts, trips, appointments, days ruled out, days asked "
     "for, and days they take back. Skip dates of bills, payments and past events.\n"
     "For each, give: turn (the number in [turn N]), quote (the caller's exact words for it, copied character "
-    "for character, a short clause), about ('callback' if it limits when to call them, else 'other'), polarity "
+    "for character, at most 12 words), about ('callback' if it limits when to call them, else 'other'), polarity "
     "('available' = they can be called then or ask for it; 'unavailable' = they cannot be called then or rule "
     "it out; 'replaced' = a day they gave before and now take back), when (the date words exactly as said).\n"
     "Example: '[turn 3] CALLER: I'm on nights till the 20th, then free' gives "
@@ -182,18 +183,32 @@ def _strip_ends(text: str) -> str:
 
 
 def render_call(entries: Sequence[TranscriptEntry]) -> str:
-    """The call as the model reads it: the caller's lines with their turn number, the agent's questions.
+    """The call as the model reads it: the caller's lines that say anything about when, with their turn number.
 
-    Only agent lines that ask something are kept (a caller's "yes" needs its question); the rest only
-    lengthen the prompt.
+    A line without a time word (see :data:`~voice_agent.core.dates.signals.TIME_WORD`) cannot state a date, so
+    it only lengthens the prompt; an agent question with a time word is kept before the caller's answer, which
+    may be a bare "yes".
     """
     lines = []
+    question = ""
     for e in entries:
-        if e.kind is EntryKind.CALLER:
-            lines.append(f"[turn {e.turn}] CALLER: {e.text}")
-        elif e.kind is EntryKind.AGENT and "?" in e.text:
-            lines.append(f"AGENT: {e.text}")
-    return "\n".join(lines)
+        if e.kind is EntryKind.AGENT:
+            question = e.text if "?" in e.text and signals.has_time_word(e.text) else ""
+        elif e.kind is EntryKind.CALLER:
+            if question:
+                lines.append(f"AGENT: {question}")
+            if question or signals.has_time_word(e.text):
+                lines.append(f"[turn {e.turn}] CALLER: {e.text}")
+            question = ""
+    return "\n".join(lines) or "(the caller has said nothing about days)"
+
+
+def prompt_version() -> str:
+    """A short hash of what the model is asked (instructions and schema): cached replies to another prompt differ."""
+    import hashlib
+
+    blob = INSTRUCTIONS + json.dumps(READING_SCHEMA, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:8]
 
 
 def verify(reply: str, entries: Sequence[TranscriptEntry], reference: date, seconds: float = 0.0) -> DateReading:

@@ -13,6 +13,7 @@ Matching runs on the engine's normalised text (lower case, spoken numbers as dig
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from voice_agent.core.dates.spoken import normalise
 
@@ -40,11 +41,13 @@ TIME_WORD = re.compile(
 _CLOCK = (r"(?:#num|\d{1,2}(?![\d]|th\b|st\b|nd\b|rd\b)(?:[:.]\d\d)?(?:\s?(?:am|pm|o'clock|ish|in\sthe\s\w+))?"
           r"|noon|midday|lunch(?:time)?|dinner(?:time)?|tea\s?time|school\spick\s?up|work|my\sshift|me\sshift)\b")
 LIMIT_WORD = re.compile(
-    rf"\b(?:until|till|til|through|thru|before|after|from|since|by\sthe)\b(?!\s(?:about\s|around\s)?{_CLOCK})"
-    r"|\b(?:onwards?|no\slater|no\searlier|no\ssooner|at\sthe\s(?:earliest|latest)|within|between|starting"
-    r"|beginning|ending|during|over\sthe|all\s(?:week|month))\b"
+    rf"\b(?:until|till|til|through|thru|before|after|from|since|by|between|during|within|starting|beginning"
+    rf"|ending|over)\s(?!(?:about\s|around\s)?{_CLOCK})(?:[\w']+\s){{0,3}}?(?:{TIME_WORD.pattern})"
+    r"|\b(?:until|till|til)\s(?:then|that)\b|\b(?:after|before|from|since)\s(?:that|then|this|which)\b"
+    r"|\b(?:onwards?|no\slater|no\searlier|no\ssooner|at\sthe\s(?:earliest|latest)|all\s(?:week|month))\b"
 )
-"""Words that make a day into a limit or a span ("after ten in the morning" limits the hour, not the day)."""
+"""A limit word before a time word: "after the 14th", "from Monday", "until then" ("from Washington" and "after
+ten in the morning" limit no day)."""
 
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
@@ -74,7 +77,7 @@ HEDGE = re.compile(
     r"|depends|depending|hopefully|reckon|think|dunno|don't\sknow|let\sme\scheck|ish|roughly|or\sso"
     # deferring: "I need to ask my wife", "let me look at the calendar", "I'll get back to you"
     r"|ask\s(?:my|the|her|him|them)|check|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
-    r"|calendar|pardon|come\sagain|what)\b"
+    r"|calendar|pardon|come\sagain)\b"
     # "if" makes a condition, but "if that's alright" / "if you can" only asks politely
     r"|\bif\b(?!\s(?:that's|that\sis|it's|it\sis)\s(?:alright|all\sright|ok|okay|fine|possible|easier|no\strouble)"
     r"|\syou\s(?:can|could|would|don't\smind)|\sposs(?:ible)?\b)"
@@ -95,6 +98,9 @@ REQUEST = re.compile(
 )
 """Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
 
+QUESTION = re.compile(r"\b(?:what|which|when|why|how|pardon|sorry|eh|huh)\b|\?\s*$")
+"""A reply that asks something back ("yeah, what day is that?") does not accept what was proposed."""
+
 ACCEPT = re.compile(
     r"\b(?:thanks|thank\syou|cheers|ta|lovely|perfect|great|brilliant|sorted|grand|champion|smashing|ideal"
     r"|that\sworks|works\sfor\sme|suits|that's\sfine|fine\sby\sme|sounds\sgood|happy\swith\sthat|nice\sone)\b"
@@ -104,8 +110,12 @@ ACCEPT = re.compile(
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|'[^']{12,}'")
 
 
+@lru_cache(maxsize=4096)
 def norm(text: str) -> str:
-    """The engine's normalised form of ``text`` (lower case, numbers as digits, ordinals as ``<n>th``)."""
+    """The engine's normalised form of ``text`` (lower case, numbers as digits, ordinals as ``<n>th``).
+
+    Cached: the contract reads every utterance of the call again at each date-bearing action.
+    """
     return normalise(text).text
 
 
@@ -146,6 +156,11 @@ def could_bind(text: str) -> bool:
 def accepts(text: str) -> bool:
     """Whether ``text`` accepts what was just said (see :data:`ACCEPT`)."""
     return bool(ACCEPT.search(norm(text)))
+
+
+def questions(text: str) -> bool:
+    """Whether ``text`` asks something back (see :data:`QUESTION`)."""
+    return bool(QUESTION.search(norm(text)))
 
 
 def asks(text: str) -> bool:

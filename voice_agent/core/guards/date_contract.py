@@ -272,7 +272,7 @@ def _last_assent(said: Sequence[SaidDates], d: date) -> int | None:
         if not signals.doubts(s.text):
             own = s.constraints
             proposed = agent is not None and _proposes(agent.constraints, d)
-            yes = is_affirmation(s.text) or signals.accepts(s.text)
+            yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
             asked = signals.asks(s.text) or (agent is not None and _asked_for_a_day(agent.text))
             requested = bool(own) and _names_only(own, d) and (yes or asked)
             if requested or (proposed and yes and all(_echoes(c, d) for c in own)):
