@@ -1,4 +1,4 @@
-"""``voice-agent eval dates``: every figure it prints has a case in which the bad thing happens and the figure shows it."""
+"""``voice-agent eval dates``: every figure it prints has a case in which the bad thing happens and it shows."""
 
 from __future__ import annotations
 

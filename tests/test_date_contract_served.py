@@ -46,9 +46,8 @@ async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed
     })
     settings = with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": TODAY})
     stack = AudioStack.named("fake").with_script(LINES)
-    async with running_bridge(config(stack=stack, transcript_dir=tmp_path), call_factory(settings, llm_factory=lambda _d: fake)) as (
-        bridge, url
-    ):
+    calls = call_factory(settings, llm_factory=lambda _d: fake)
+    async with running_bridge(config(stack=stack, transcript_dir=tmp_path), calls) as (bridge, url):
         result = await emulator().dial(f"{url}/voice", LINES)
         await wait_for(lambda: len(ended(bridge)) == 1)
     assert result.status == "completed", result.message
@@ -63,6 +62,7 @@ async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed
     # The caller heard the read-back word for word, and the callback ran only after their yes.
     lines = json.loads((tmp_path / f"{record.call_id}.json").read_text())["transcript"]
     said = [i for i, line in enumerate(lines) if readback in line]
-    ran = [i for i, line in enumerate(lines) if line.startswith("TOOL_RESULT schedule_callback") and "scheduled" in line]
+    ran = [i for i, line in enumerate(lines)
+           if line.startswith("TOOL_RESULT schedule_callback") and "scheduled" in line]
     yes = [i for i, line in enumerate(lines) if "yes that's fine" in line]
     assert said and yes and ran and said[0] < yes[0] < ran[0], lines

@@ -84,7 +84,7 @@ async def test_the_caller_hears_the_holding_line_and_the_models_reading_turns_a_
 
 async def test_a_reading_that_finds_nothing_leaves_the_rules_decision_alone() -> None:
     session = session_with(json.dumps({"statements": []}))
-    service, params = await call_tool(session)
+    _, params = await call_tool(session)
     (result,) = params.results
     assert [c["date"] for c in session.domain.extra["backend"].callbacks] in ([], ["2026-11-26"])
     assert session.date_readings[0].ok and result.get("verdict") != "refuse"
