@@ -165,7 +165,12 @@ class LLMWatchdog:
         elif isinstance(frame, _OUTPUT) and attempt.first_output is None:
             attempt.first_output = time.monotonic()
         elif isinstance(frame, LLMFullResponseEndFrame):
-            self._close(attempt)
+            if attempt.first_output is None:
+                # Nothing to say and no tool to call: silence for the caller. A tool call whose arguments are
+                # not JSON ends this way too (the provider's service drops it with a warning).
+                self._fail(attempt, FailureKind.EMPTY, "the answer ended with no text and no tool call")
+            else:
+                self._close(attempt)
 
     def _begin(self, frame: LLMContextFrame) -> None:
         retry = frame.id in self._retries

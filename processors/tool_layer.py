@@ -6,9 +6,16 @@ import asyncio
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import TTSSpeakFrame
+from pipecat.frames.frames import (
+    FunctionCallResultProperties,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSSpeakFrame,
+)
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
+from voice_agent.core.llm_recovery import RecoveryLines
 from voice_agent.session import CallSession
 
 
@@ -39,7 +46,18 @@ def register_guarded_tools(llm: LLMService, session: CallSession) -> None:
         except asyncio.CancelledError:
             session.cancel_tool(params.function_name, params.tool_call_id)
             raise
+        if result.get("status") == "stopped":
+            # One tool call too many in this turn: the model is not asked again (no loop can run up a bill),
+            # and the caller hears a line, said the way an answer is (the output guard, TTS and the turn log).
+            await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
+            await params.llm.push_frame(LLMFullResponseStartFrame())
+            await params.llm.push_frame(LLMTextFrame(lines.tool_loop))
+            await params.llm.push_frame(LLMFullResponseEndFrame())
+            return
         await params.result_callback(result)
 
+    lines = RecoveryLines()
     for tool in session.domain.tools:
         llm.register_function(tool.name, handler)
+    # A tool the model invents reaches the gate too: it answers "no tool named X" (and counts toward the cap).
+    llm.register_function(None, handler)

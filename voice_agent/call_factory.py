@@ -99,6 +99,7 @@ def llm_recovery_config(settings: Settings) -> LLMRecoveryConfig:
     return LLMRecoveryConfig(
         first_token_timeout_secs=llm.first_token_timeout_secs, total_timeout_secs=llm.total_timeout_secs,
         retries=llm.retries, transfer_after=llm.transfer_after_failures,
+        max_tool_calls_per_turn=llm.max_tool_calls_per_turn, max_repeated_refusals=llm.max_repeated_refusals,
     )
 
 

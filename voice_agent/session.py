@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +21,12 @@ from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
-from voice_agent.core.llm_recovery import LLMFailure, LLMRecoveryConfig
+from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
-from voice_agent.core.transcript import ToolOutcome
+from voice_agent.core.transcript import EntryKind, ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
@@ -329,8 +330,53 @@ class CallSession:
             self.state.transcript.append_tool_result(turn, name, call_id, decision.rejection, ToolOutcome.REJECTED)
         return decision
 
+    def _tool_loop(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """Why this call is one too many in its turn (past the cap, or the same refused call again), or None."""
+        turn = max(self.state.turn, 1)
+        config = self.config.llm_recovery
+        entries = [e for e in self.state.transcript.in_turns(turn, turn)
+                   if e.kind in (EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT)]
+        calls = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_CALL}
+        if len(calls) >= config.max_tool_calls_per_turn:
+            return f"{len(calls)} tool calls in this turn already (the cap is {config.max_tool_calls_per_turn})"
+        same = json.dumps(dict(arguments), sort_keys=True, default=str)
+        refused = sum(
+            1 for e in entries
+            if e.kind is EntryKind.TOOL_RESULT and e.outcome in (ToolOutcome.REJECTED, ToolOutcome.FAILED)
+            and (call := calls.get(e.tool_call_id)) is not None and call.tool_name == name
+            and json.dumps(dict(call.arguments or {}), sort_keys=True, default=str) == same
+        )
+        if refused >= config.max_repeated_refusals:
+            return f"{name} with the same arguments was refused {refused} times in this turn"
+        return None
+
+    def stop_tool_loop(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Stops a call that is one too many in its turn: recorded, counted as an LLM failure, never run.
+
+        Returns:
+            The result for the model (status ``stopped``), or None when the call may go ahead.
+        """
+        why = self._tool_loop(name, arguments)
+        if why is None:
+            return None
+        turn = max(self.state.turn, 1)
+        result = {"status": "stopped", "reason": f"Stopped: {why}. Do not call tools again in this turn."}
+        self.state.transcript.append_tool_call(turn, name, call_id, arguments)
+        self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.REJECTED)
+        failure = LLMFailure(turn, FailureKind.TOOL_LOOP, why, 0, RecoveryAction.APOLOGIZE)
+        self.llm_failures.append(failure)
+        logger.warning("call {}: {}", self.call_id, failure.describe())
+        return result
+
     async def execute_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Guards, runs and harvests one tool call; always returns a result for the model."""
+        """Guards, runs and harvests one tool call; always returns a result for the model.
+
+        A call past the turn's cap, or the same refused call again, is stopped (status ``stopped``): the tool
+        layer then ends the turn with a line for the caller instead of asking the model again.
+        """
+        stopped = self.stop_tool_loop(name, call_id, arguments)
+        if stopped is not None:
+            return stopped
         reading = await self.read_dates(name, arguments)
         decision = self.review_tool_call(name, call_id, arguments, reading)
         if decision.rejection is not None:

@@ -74,6 +74,10 @@ class LLMConfig(_Section):
         retries: Further attempts with the same context after a failed one (timeout or error).
         transfer_after_failures: The failed request of a call (all its attempts failed) that hands the
             call to a human; the first one is met with an apology, the next ones with a callback offer.
+        max_tool_calls_per_turn: Tool calls one turn may make before the next is stopped and the caller hears
+            a line (a model calling tools in a loop cannot run up a bill).
+        max_repeated_refusals: Times one identical tool call may be refused or fail in a turn before the next
+            is stopped the same way.
     """
 
     provider: Provider = "reference"
@@ -84,6 +88,8 @@ class LLMConfig(_Section):
     total_timeout_secs: float = Field(default=15.0, gt=0.0)
     retries: int = Field(default=1, ge=0, le=3)
     transfer_after_failures: int = Field(default=3, ge=1)
+    max_tool_calls_per_turn: int = Field(default=8, ge=1)
+    max_repeated_refusals: int = Field(default=2, ge=1)
 
     @field_validator("total_timeout_secs")
     @classmethod

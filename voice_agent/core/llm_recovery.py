@@ -31,6 +31,11 @@ class FailureKind(StrEnum):
     """Output started but the answer was not finished within the total timeout."""
     ERROR = "error"
     """The service reported an error."""
+    EMPTY = "empty"
+    """The answer ended with no text and no tool call (an empty answer, or a tool call whose arguments were
+    not JSON, which the provider's service drops)."""
+    TOOL_LOOP = "tool_loop"
+    """The model kept calling tools in one turn (past the cap, or the same refused call again): stopped."""
 
 
 class RecoveryAction(StrEnum):
@@ -55,6 +60,10 @@ class LLMRecoveryConfig:
         retries: Further attempts with the same context after a failed one.
         transfer_after: The failed request (counted per call) that hands the call to a human.
         transfer_tool: The domain tool that hands the call over; a domain without it is never transferred.
+        max_tool_calls_per_turn: Tool calls one turn may make; the next one is stopped and the caller hears
+            :attr:`RecoveryLines.tool_loop` (no model can run up a bill in a loop).
+        max_repeated_refusals: Times the same call (tool and arguments) may be refused or fail in one turn;
+            the next identical one is stopped the same way.
     """
 
     first_token_timeout_secs: float = 4.0
@@ -62,12 +71,16 @@ class LLMRecoveryConfig:
     retries: int = 1
     transfer_after: int = 3
     transfer_tool: str = "transfer_to_human"
+    max_tool_calls_per_turn: int = 8
+    max_repeated_refusals: int = 2
 
     def __post_init__(self) -> None:
         if self.first_token_timeout_secs <= 0 or self.total_timeout_secs < self.first_token_timeout_secs:
             raise ValueError("need 0 < first_token_timeout_secs <= total_timeout_secs")
         if self.retries < 0 or self.transfer_after < 1:
             raise ValueError("need retries >= 0 and transfer_after >= 1")
+        if self.max_tool_calls_per_turn < 1 or self.max_repeated_refusals < 1:
+            raise ValueError("need max_tool_calls_per_turn >= 1 and max_repeated_refusals >= 1")
 
     @property
     def longest_silence_secs(self) -> float:
@@ -89,6 +102,10 @@ class RecoveryLines:
         "we've covered so far."
     )
     hold: str = "A colleague will be with you shortly. Thank you for holding."
+    tool_loop: str = (
+        "Sorry, I couldn't get that done just now. I can have a colleague call you back about it, or we can "
+        "try again. What would you prefer?"
+    )
 
     def line(self, action: RecoveryAction) -> str | None:
         """The line said for ``action`` (None for a retry or nothing)."""

@@ -105,7 +105,10 @@ class ToolGate:
         """
         tool = self.tools.get(tool_name)
         if tool is None:
-            return GateDecision(tool_name, rejection=_rejection("tool", "unknown_tool", f"No tool named {tool_name}."))
+            known = ", ".join(sorted(self.tools))
+            return GateDecision(tool_name, rejection=_rejection(
+                "tool", "unknown_tool", f"No tool named {tool_name}. The tools are: {known}. Use one of them, or "
+                                        "answer the caller without a tool."))
         id_checks = tuple(self.id_guard.check(tool, arguments, state.ledger, state.recent_entries()))
         decisions: tuple[DateDecision, ...] = ()
         if self.has_dates(tool_name, arguments):
