@@ -13,7 +13,10 @@ from pathlib import Path
 from tests.test_telephony_bridge import config, emulator, ended, wait_for
 from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
-from voice_agent.core.guards.date_contract import readback_line
+from voice_agent.core.guards.date_contract import DateAction, DateContract
+from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.transcript import TranscriptLane
+from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.server import running_bridge
@@ -35,7 +38,16 @@ def callback(day: dt.date) -> FakeToolCall:
 
 
 async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed_one(tmp_path: Path) -> None:
-    readback = readback_line(AFTER, [AWAY], "the callback")
+    # The read-back the contract will ask for at turn 3, computed by the contract itself on the same words.
+    said = TranscriptLane()
+    for turn, (line, reply) in enumerate(zip(LINES[:2], ["Thanks, I have your account.", "Understood."], strict=True),
+                                         start=1):
+        said.append_caller(turn, line)
+        said.append_agent(turn, reply)
+    said.append_caller(3, LINES[2])
+    (asked,) = DateContract(DateGuard(TODAY)).decide(SCHEDULE_CALLBACK, {"date": AFTER.isoformat()}, said)
+    readback = asked.readback
+    assert asked.action is DateAction.CONFIRM and "rigs" in readback
     fake = FakeLLM({
         1: [FakeReply(tool_calls=(FakeToolCall("lookup_account", {"account_id": ACCOUNT}),)),
             FakeReply(text="Thanks, I have your account.")],

@@ -54,14 +54,19 @@ UNAVAILABLE = re.compile(
     r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|moving|move|visit\w*"
     r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
-    r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof)\b"
+    r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof"
+    r"|in\sbed|bed\srest|laid\sup|off\ssick|physio|dialysis|funeral|hospice)\b"
 )
 """Words about an absence, a duty or an event that fills the caller's days."""
+
+FREE = re.compile(r"\b(?:free|available|around|home|in|off|about|reachable|ok|okay|fine|good|works?|suits?)\b")
+"""Words of being reachable (a day off, at home, free)."""
 
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
-NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without)\b"
+NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
+                      r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
 
@@ -92,14 +97,58 @@ PAST = re.compile(
 
 REQUEST = re.compile(
     r"\b(?:call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)\sdown"
-    r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do"
-    r"|please|can\syou|could\syou|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure|lovely|brilliant"
+    r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
+    r"|please|can\syou|could\syou|can\swe|could\swe|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
+    r"|lovely|brilliant"
     r"|grand|cool|champion|sound|spot\son|that's\sit|bang\son|cracking|ta|cheers|thanks|thank)\b"
 )
 """Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
 
-QUESTION = re.compile(r"\b(?:what|which|when|why|how|pardon|sorry|eh|huh)\b|\?\s*$")
-"""A reply that asks something back ("yeah, what day is that?") does not accept what was proposed."""
+QUESTION = re.compile(r"\b(?:(?:what|which)\s(?:day|date|one)|when|pardon|sorry|eh|huh|come\sagain)\b")
+"""A reply that asks back about the day ("yeah, what day is that?", "sorry?") does not accept it."""
+
+STATE = re.compile(
+    r"\b(?:i'm|i\sam|im|i'll\sbe|ill\sbe|i\swill\sbe|we're|we\sare|we'll\sbe|i've\sgot|ive\sgot|i\shave"
+    r"|we've\sgot|we\shave|i've|ive|that's\swhen|that\sis\swhen|is\swhen|speaker\s\d)\b"
+)
+"""The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
+a statement about the day, not a plain yes or request."""
+
+_NOT_A_DAY = (r"time|times|thing|things|bill|bills|sim|one|call|calls|payment|payments|charge|charges|letter|month"
+              r"|week|year|instal+ment|go|attempt|floor|grade|contract|invoice|statement|engineer|visit|of\sthe\s\d")
+SPAN_WORD = re.compile(
+    rf"\b(?:{_WEEKDAY}|{_MONTH}|{_PERIOD}|today|tonight|tomorrow|weekends?|weak\s?ends?|fortnight)\b"
+    r"|\b(?:this|next|last|that|the|coming|following|whole|all)\s(?:week|weak|month|year)\b"
+    rf"|\b(?:the|on|of|by|till|until|from|before|after|'s)\s\d{{1,2}}(?:th|st|nd|rd)\b(?!\s(?:{_NOT_A_DAY})\b)"
+    r"|\bmay\s(?:the\s)?\d|\d\s(?:of\s)?may\b|\bin\smay\b"
+)
+"""Words that name a day or a span of days ("Thursday", "Christmas", "next week", "the 14th"; not "day",
+"morning", "a month" or "the first bill", which name none)."""
+
+ANAPHORA = re.compile(
+    r"\b(?:before|after|till|until|by|from|since|around|about|away|busy|out|off|working|there|abroad)\s(?:\w+\s)?then\b"
+    r"|\b(?:i'm|im|i\sam|we're|i'll\sbe|ill\sbe|not)\s(?:[\w']+\s){0,3}then\b"
+    r"|\bthat\s(?:day|date|week|weekend|time)\b|\bthose\s(?:days|dates|weeks)\b"
+)
+"""Words that point back at a day already named: "I'm away then", "not that week" (not "go on then")."""
+
+ONLY = re.compile(
+    r"\b(?:only|except|other\sthan|apart\sfrom|any\s\w+\sbut|anything\sbut|but\snot|nothing\s(?:but|before"
+    r"|until|till|after)|every\s(?:day|week|\w+day)|whole\s(?:week|weak|month|fortnight|weekend)"
+    r"|all\s(?:week|weak|month|weekend|fortnight)|weekends|weekdays)\b"
+)
+"""Words that make a statement about other days too: "only Mondays", "any day but Thursday", "the whole week"."""
+
+ACK_ONLY = re.compile(
+    r"^\W*(?:(?:yes|yeah|yep|yup|aye|ok|okay|right|alright|all\sright|sure|great|lovely|perfect|brilliant|cheers"
+    r"|thanks|thank\syou|ta|sorted|grand|cool|fine|good|mm|uh\shuh|bye|goodbye|see\syou|that's\sall|that's\sit"
+    r"|that's\sgreat|that's\slovely|nice\sone|will\sdo|you\stoo|and\syou|please|nothing\selse|that's\severything"
+    r"|no\s(?:thanks|thank\syou|that's\sall|that's\sit|that's\severything|nothing\selse)"
+    r"|much\sappreciated|appreciate\sit|have\sa\s(?:good|nice|great|lovely)\s(?:day|one|week|weekend|evening"
+    r"|christmas)|take\scare|love|pet|mate|amazing|wonderful|smashing"
+    r"|champion|very|much|a\slot|for|your|help|all|you|too|again|then|so|oh|well|that|is)\W*)+$"
+)
+"""A reply that only acknowledges or says goodbye: nothing said after a yes can unsettle it but these."""
 
 ACCEPT = re.compile(
     r"\b(?:thanks|thank\syou|cheers|ta|lovely|perfect|great|brilliant|sorted|grand|champion|smashing|ideal"
@@ -107,7 +156,12 @@ ACCEPT = re.compile(
 )
 """Words that accept what the agent just said ("thanks", "lovely", "that works"); narrower than :data:`REQUEST`."""
 
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|'[^']{12,}'")
+QUOTED = re.compile(r'"([^"]*)"|“([^”]*)”')
+"""A quoted span: a read-back quotes the caller between double quotes."""
+
+
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+"""Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
 
 @lru_cache(maxsize=4096)
@@ -116,12 +170,12 @@ def norm(text: str) -> str:
 
     Cached: the contract reads every utterance of the call again at each date-bearing action.
     """
-    return normalise(text).text
+    return normalise(_INVISIBLE.sub("", text)).text
 
 
 def without_quotes(text: str) -> str:
     """``text`` without quoted spans: a read-back quotes the caller, and the quotes are not the agent's proposal."""
-    return _QUOTED.sub(" ", text)
+    return QUOTED.sub(" ", text)
 
 
 def has_time_word(text: str) -> bool:
@@ -132,12 +186,13 @@ def has_time_word(text: str) -> bool:
 def doubts(text: str) -> list[str]:
     """The classes of word in ``text`` that make a yes or a named day less than firm, in a fixed order.
 
-    ``negation``, ``contrast``, ``hedge``, ``past``, ``limit`` (a day made into a span), ``absence``.
+    ``negation``, ``contrast``, ``hedge``, ``past``, ``limit`` (a day made into a span), ``absence``, ``state``
+    (where the caller is or what they have on).
     """
     n = norm(text)
     found = []
     for name, pattern in (("negation", NEGATION), ("contrast", CONTRAST), ("hedge", HEDGE), ("past", PAST),
-                          ("limit", LIMIT_WORD), ("absence", UNAVAILABLE)):
+                          ("limit", LIMIT_WORD), ("absence", UNAVAILABLE), ("state", STATE)):
         if pattern.search(n):
             found.append(name)
     return found
@@ -156,6 +211,19 @@ def could_bind(text: str) -> bool:
 def accepts(text: str) -> bool:
     """Whether ``text`` accepts what was just said (see :data:`ACCEPT`)."""
     return bool(ACCEPT.search(norm(text)))
+
+
+def only_acknowledges(text: str) -> bool:
+    """Whether ``text`` only acknowledges or says goodbye ("thanks, bye", "lovely, cheers pet")."""
+    return bool(ACK_ONLY.match(norm(text)))
+
+
+_CLAUSE = re.compile(r"[,.;:!?]+|\s(?=(?:but|though|although|except|unless|because|cos|so|and\sthen|whereas)\s)")
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` cut at punctuation and before "but", "so", "because"...: each piece says one thing."""
+    return [c.strip() for c in _CLAUSE.split(text) if c and c.strip()]
 
 
 def questions(text: str) -> bool:

@@ -15,6 +15,7 @@ firm request of that exact day as the caller's last word on dates.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -23,13 +24,15 @@ from typing import Any
 
 from voice_agent.core.dates import signals
 from voice_agent.core.dates.binding import DateBinding
-from voice_agent.core.dates.model import ConstraintKind, DateConstraint
+from voice_agent.core.dates.extract import extract_constraints
+from voice_agent.core.dates.model import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.reading import DateReading, ReadStatement
 from voice_agent.core.guards.date_guard import Citation, DateCheck, DateGuard, DateVerdict, SaidDates, is_affirmation
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
-MAX_READBACK = 4
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+MAX_READBACK = 6
 """Most caller statements read back in one confirmation (the breaking ones first)."""
 
 
@@ -53,6 +56,8 @@ class Why(StrEnum):
     """After asking for it the caller said more about dates, or took something back."""
     BREAKS = "breaks"
     """A reader finds a statement of the caller's that this day breaks."""
+    COULD_BIND = "could_bind"
+    """The caller said something about this day (or days like it) that no reader could place: read it back."""
     READERS_DISAGREE = "readers_disagree"
     """The rules would run it; the model reader finds a statement it breaks."""
     MODEL_FAILED = "model_failed"
@@ -174,8 +179,11 @@ class DateContract:
         said = self.guard.utterances(transcript)
         model_breaks = tuple(s for s in reading.statements if s.excludes(d)) if reading and reading.ok else ()
         rule_breaks = rules.verdict in (DateVerdict.CONFLICT, DateVerdict.SUPERSEDED)
-        binding_said = _binding_statements(said, binding)
-        assent = _last_assent(said, d)
+        assent = _last_assent(said, d, self.guard.reference)
+        # What a read-back quotes: the caller's words about this day (so the yes to it answers them all), then
+        # their other limits.
+        touching = _touching(said if assent is None else said[:assent], d, self.guard.reference)
+        binding_said = [*touching, *_binding_statements(said, binding)]
 
         def decision(action: DateAction, why: Why, reason: str, cites: Sequence[Citation]) -> DateDecision:
             cites = tuple(dict.fromkeys(cites))
@@ -205,7 +213,7 @@ class DateContract:
                       "after they say yes.")
             return decision(DateAction.CONFIRM, Why.NOT_ASKED, reason, binding_said)
         heard = said[assent]
-        acknowledged = _quoted_in_agent_line(said, assent)
+        acknowledged = _read_back(said, assent)
         later = [s for s in said[assent + 1 :] if _unsettles(s, d)]
         if later and rule_breaks and any(c.turn > heard.turn for c in rules.citations):
             # What the caller said after asking for it is itself a clear break: "actually no, make it the 25th".
@@ -221,6 +229,13 @@ class DateContract:
             return decision(DateAction.CONFIRM, Why.BREAKS,
                             f"{rules.reason} Read back their words (the 'say' line) before booking.",
                             [*unheard_rules, *binding_said])
+        # Whatever the readers made of them, the caller's words about this day (or its weekday, its month, "then",
+        # "only Mondays") that the yes did not answer are read back: a run needs them heard.
+        unheard = [c for c in touching if not _in(c.words, acknowledged)]
+        if unheard:
+            return decision(DateAction.CONFIRM, Why.COULD_BIND,
+                            f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
+                            "back (the 'say' line) and book only after their yes.", unheard)
         unheard_model = [c for c in model_cites if not _in(c.words, acknowledged)]
         if unheard_model:
             return decision(DateAction.CONFIRM, Why.READERS_DISAGREE,
@@ -252,63 +267,160 @@ def _names_only(constraints: Sequence[DateConstraint], d: date) -> bool:
 
 
 def _asked_for_a_day(agent: str) -> bool:
+    """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     n = signals.norm(agent)
-    return "?" in agent and bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
+    if "?" not in agent or signals.NEGATION.search(n) or signals.UNAVAILABLE.search(n):
+        return False
+    return bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
 
 
-def _last_assent(said: Sequence[SaidDates], d: date) -> int | None:
+def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | None:
     """The index in ``said`` of the caller's last firm request of, or yes to, exactly ``d``.
 
     Firm: no word of doubt (see :func:`signals.doubts`). A request names only ``d`` and asks for it (or
-    answers the agent's question for a day); a yes answers an agent line that proposes only ``d``, and may
-    echo it ("aye, the 29th", "yeah Friday": the day number or the weekday of the day proposed).
+    answers the agent's question for a day); a yes answers agent lines that together propose only ``d``, and
+    may echo it ("aye, the 29th", "yeah Friday": the day number or the weekday of that day, nothing else).
     """
     found = None
-    agent: SaidDates | None = None
+    agents: list[SaidDates] = []
     for i, s in enumerate(said):
         if s.kind is EntryKind.AGENT:
-            agent = s
+            agents.append(s)
             continue
         if not signals.doubts(s.text):
             own = s.constraints
-            proposed = agent is not None and _proposes(agent.constraints, d)
+            proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
             yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
-            asked = signals.asks(s.text) or (agent is not None and _asked_for_a_day(agent.text))
+            asked = signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents)
             requested = bool(own) and _names_only(own, d) and (yes or asked)
-            if requested or (proposed and yes and all(_echoes(c, d) for c in own)):
+            if requested or (proposed and yes and _echoes(s.text, own, d)):
                 found = i
-        agent = None
+        agents = []
     return found
 
 
 def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
-    """Whether an agent line proposes ``d``: it names that day, and any other span it names holds it."""
+    """Whether agent lines propose ``d``: they name that day, and any other span they name holds it."""
     named = [c for c in constraints if c.start == d and c.end == d]
     return bool(named) and all(
         (c.start == d and c.end == d) or (not c.blocked and c.weekday is None and c.contains(d)) for c in constraints
     )
 
 
-def _echoes(c: DateConstraint, d: date) -> bool:
-    """Whether a caller's bare day repeats ``d`` as just proposed: its day number or its weekday."""
-    if c.kind is not ConstraintKind.ON or c.start is None or c.blocked:
-        return False
-    return c.start == d or c.start.day == d.day or c.start.weekday() == d.weekday()
+def _echoes(text: str, own: Sequence[DateConstraint], d: date) -> bool:
+    """Whether a yes's own dates only repeat ``d`` as just proposed: none, the day itself, or its bare day number
+    or bare weekday ("aye, the 29th", "yeah Friday"). Another day, a month or a holiday named is not an echo."""
+    n = signals.norm(text)
+    if not own:
+        return not signals.SPAN_WORD.search(n)
+    has_month = bool(re.search(rf"\b(?:{_MONTHS})\b", n))
+    has_number = bool(re.search(r"\b\d{1,2}(?:th|st|nd|rd)?\b", n))
+    weekdays = {w for w, name in enumerate(WEEKDAY_NAMES) if re.search(rf"\b{name.lower()[:3]}", n)}
+    for c in own:
+        if c.kind is not ConstraintKind.ON or c.start is None or c.blocked:
+            return False
+        if c.start == d:
+            continue
+        if has_month or (weekdays and weekdays != {d.weekday()}):
+            return False
+        if not (c.start.day == d.day if has_number else c.start.weekday() == d.weekday()):
+            return False
+    return True
 
 
-def _quoted_in_agent_line(said: Sequence[SaidDates], index: int) -> str:
-    """The agent's words just before ``said[index]`` (what a yes answered), or ""."""
-    before = said[index - 1] if index > 0 else None
-    return before.text if before is not None and before.kind is EntryKind.AGENT else ""
+def _read_back(said: Sequence[SaidDates], index: int) -> str:
+    """What the agent quoted of the caller (in double quotes) in the lines ``said[index]`` answers, or ""."""
+    quoted: list[str] = []
+    i = index - 1
+    while i >= 0 and said[i].kind is EntryKind.AGENT:
+        quoted[:0] = [m.group(1) or m.group(2) for m in signals.QUOTED.finditer(said[i].text)]
+        i -= 1
+    return " | ".join(quoted)
 
 
 def _unsettles(s: SaidDates, d: date) -> bool:
-    """Whether an utterance after the caller's yes could change the day: more about dates, or a take-back."""
+    """Whether an utterance after the caller's yes could change the day: anything from the caller but an
+    acknowledgement or a goodbye; from the agent, another day named."""
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
-    n = signals.norm(s.text)
-    return bool(signals.TIME_WORD.search(n) or signals.NEGATION.search(n) or signals.CONTRAST.search(n))
+    return not signals.only_acknowledges(s.text)
+
+
+def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citation]:
+    """The caller's clauses that say anything about ``d`` other than a firm request of it.
+
+    A clause touches ``d`` when a date read from it holds ``d``, it names ``d``'s weekday or month (without a day
+    number), it points back ("then", "that day"), it speaks of other days too ("only", "except", "the whole
+    week"), or it names a day or span the rules could not read. "Thursdays are my golf day", "I'll be in Spain on
+    the 26th" and "26th? no." all touch the 26th; "I rang on the 14th" does not.
+    """
+    out: list[Citation] = []
+    weekday = WEEKDAY_NAMES[d.weekday()].lower()[:3]
+    month = d.strftime("%B").lower()
+    for s in said:
+        if s.kind is not EntryKind.CALLER:
+            continue
+        for clause in signals.clauses(s.text):
+            n = signals.norm(clause)
+            spans = signals.SPAN_WORD.search(n) is not None
+            anaphora = signals.ANAPHORA.search(n) is not None
+            if not spans and not anaphora:
+                continue
+            doubts = set(signals.doubts(clause))
+            if "past" in doubts and not doubts & {"negation", "absence"}:
+                continue  # what happened: "it was off from the 2nd", "I've had it since March"
+            found = extract_constraints(clause, reference)
+            if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
+                continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
+            risky = bool(doubts & {"negation", "absence", "limit", "state"})
+            named = (re.search(rf"\b{weekday}", n) is not None
+                     or (re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)))
+            touches = (
+                any(_holds(c, d) for c in found)
+                or (named and (risky or not signals.asks(clause)))  # "Thursdays are my golf day"
+                or anaphora
+                or signals.ONLY.search(n) is not None
+                or (not found and risky)  # a day or span the rules could not read, said with a limit or absence
+            )
+            if touches and not _understood_and_allowed(clause, found, d):
+                out.append(Citation(s.turn, clause))
+    return out
+
+
+def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date) -> bool:
+    """Whether the rules read the days of ``clause`` and, read with the clause's own words, they allow ``d``.
+
+    The rules give the span; whether the span is when the caller can or cannot be reached is read again here
+    from broad word classes: absence or negation words, or the caller saying where they are or what they have
+    on ("I've got a refit all next week", "I'll be in Spain on the 26th") without a word of being free, make it
+    a span they cannot be reached in. "then" and "that week" point at days the clause does not name: never read.
+    """
+    n = signals.norm(clause)
+    if not found or signals.ANAPHORA.search(n):
+        return False
+    free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
+    away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
+            or (signals.STATE.search(n) is not None and not free))
+    for c in found:
+        if c.kind in (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER,
+                      ConstraintKind.BEFORE) or c.blocked:
+            if not c.allows(d):
+                return False
+        elif away == _holds(c, d):  # away inside the span, or a window (a day asked for) that leaves d out
+            return False
+    return True
+
+
+def _holds(c: DateConstraint, d: date) -> bool:
+    """Whether the days ``c`` speaks of include ``d``, whichever way round its polarity is."""
+    if c.weekday is not None:
+        return c.weekday == d.weekday()
+    if c.kind is ConstraintKind.AFTER:
+        return c.start is None or d >= c.start
+    if c.kind in (ConstraintKind.UNTIL, ConstraintKind.BEFORE):
+        return c.end is None or d <= c.end
+    return c.contains(d)
 
 
 def _binding_statements(said: Sequence[SaidDates], binding: DateBinding) -> list[Citation]:
