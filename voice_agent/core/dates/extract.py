@@ -125,6 +125,7 @@ _UNTIL_MINE = re.compile(r"\b(?:i'm|i\sam|i'll|i\swill|i've|im|we're|we'll|i|we|
 _UNTIL_AT = re.compile(
     r"\b(?:in|at)\s(?!work\b|hospital\b|a\s|the\s)[a-z]+\s(?:up\s)?(?:until|till|til|through|thru|to)$"
 )
+_THEN_AFTER = re.compile(r"^\W*(?:\S+\s){0,3}?(?:,\s)?(?:then|after\sthat|after|from\sthen|and\sthen)\b")
 _UNTIL_AFTER = re.compile(r"\b(?:until|till|til|unless\sit's|only)\s(?:some\stime\s|sometime\s|well\s|way\s)?after"
                           + _FILLER + r"$")
 _EXTREME_LEAD = re.compile(
@@ -547,7 +548,8 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
         # the van till"); otherwise it is how long something keeps them busy: "on nights till the 20th",
         # "living out of boxes till the 6th".
         after = _cut_at_conjunction(post)
-        offered = _UNTIL_OFFERED.search(near) or _UNTIL_OFFERED.search(after)
+        # "nights till Sunday, then I'm free": the words after "then" are about the days after the limit.
+        offered = _UNTIL_OFFERED.search(near) or (_UNTIL_OFFERED.search(after) and not _THEN_AFTER.match(post))
         busy = _UNTIL_MINE.search(near) or _UNTIL_MINE.search(after)
         return "until_blocked" if blocked or (busy and not offered and not _UNTIL_AT.search(near)) else "until"
     if word in ("before", "prior to", "ahead of"):

@@ -113,13 +113,14 @@ class ReadStatement:
 
 
 def _span_contains(c: DateConstraint, d: date) -> bool:
-    """Whether ``d`` lies in the days ``c`` names, whatever the engine took the polarity to be."""
+    """Whether ``d`` lies in the days ``c`` names, whatever the engine took the polarity to be: "unavailable
+    from the 25th" holds the 25th on, "unavailable till the 20th" everything up to the 20th."""
     if c.kind is ConstraintKind.EXCLUDE_WEEKDAY or c.weekday is not None:
         return c.weekday == d.weekday()
     if c.kind is ConstraintKind.AFTER:
-        return False  # "not after the 14th" spans no named day here; the rules read limits
-    if c.kind is ConstraintKind.UNTIL and c.start is None:
-        return c.end is not None and d <= c.end
+        return c.start is None or d >= c.start
+    if c.kind in (ConstraintKind.UNTIL, ConstraintKind.BEFORE):
+        return c.end is None or d <= c.end
     return c.contains(d)
 
 
@@ -221,15 +222,23 @@ def verify(reply: str, entries: Sequence[TranscriptEntry], reference: date, seco
         seconds: How long the model took (reported).
 
     Returns:
-        The reading: ``failed`` when the reply is not the JSON asked for; otherwise every statement whose
-        quote is in the caller's utterance of its turn (any caller turn, when the turn number is off), the
-        rest counted as dropped.
+        The reading: ``failed`` when the reply is not the JSON asked for (any statement of the wrong shape
+        included: a reading that is half garbage is not a clean one); otherwise every statement whose quote is
+        in the caller's utterance of its turn (any caller turn, when the turn number is off), the rest counted
+        as dropped.
     """
     try:
         data = json.loads(reply)
         raw = data["statements"]
         if not isinstance(raw, list):
             raise TypeError("statements is not a list")
+        for item in raw:
+            if not isinstance(item, dict) or not isinstance(item.get("quote"), str):
+                raise TypeError("a statement without a quote")
+            if not isinstance(item.get("when"), list) or not all(isinstance(w, str) for w in item["when"]):
+                raise TypeError("'when' is not a list of strings")
+            if item.get("polarity") not in {p.value for p in Polarity}:
+                raise TypeError(f"unknown polarity {item.get('polarity')!r}")
     except (ValueError, KeyError, TypeError) as exc:
         return DateReading(ReadingStatus.FAILED, seconds=seconds, error=f"not the JSON asked for ({exc})", reply=reply)
     callers = [(e.turn, e.text, _squash(e.text)) for e in entries if e.kind is EntryKind.CALLER]
@@ -248,12 +257,8 @@ def verify(reply: str, entries: Sequence[TranscriptEntry], reference: date, seco
         if not home:
             dropped += 1
             continue
-        try:
-            polarity = Polarity(str(item.get("polarity")))
-        except ValueError:
-            dropped += 1
-            continue
-        when = tuple(str(w) for w in item.get("when") or [] if isinstance(w, str) and w.strip())
+        polarity = Polarity(str(item.get("polarity")))
+        when = tuple(w for w in item["when"] if w.strip())
         spans: list[DateConstraint] = []
         for expression in when:
             spans.extend(extract_constraints(expression, reference))
@@ -306,6 +311,10 @@ class ModelDateReader:
             reading = DateReading(ReadingStatus.FAILED, seconds=time.monotonic() - started,
                                   error=f"{type(exc).__name__}: {exc}")
         else:
-            reading = verify(reply or "", entries, reference, time.monotonic() - started)
+            try:
+                reading = verify(reply or "", entries, reference, time.monotonic() - started)
+            except Exception as exc:  # whatever the model sent, the call goes on: a reading that fails
+                reading = DateReading(ReadingStatus.FAILED, seconds=time.monotonic() - started,
+                                      error=f"reply not checked ({type(exc).__name__}: {exc})", reply=str(reply)[:2000])
         self.readings.append(reading)
         return reading

@@ -17,8 +17,8 @@ from functools import lru_cache
 
 from voice_agent.core.dates.spoken import normalise
 
-_WEEKDAY = r"mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:s|nesday)?s?|thu(?:r|rs|rsday)?s?|fri(?:day)?s?|saturdays?|sundays?"
-_MONTH = (r"january|february|march|april|june|july|august|september|october|november|december"
+WEEKDAY_WORDS = _WEEKDAY = r"mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:s|nesday)?s?|thu(?:r|rs|rsday)?s?|fri(?:day)?s?|saturdays?|sundays?"
+MONTH_WORDS = _MONTH = (r"january|february|march|april|june|july|august|september|october|november|december"
           r"|jan|feb|apr|jun|jul|aug|sept?|oct|nov|dec")
 _PERIOD = (
     r"christmas|xmas|easter|new\syears?|hogmanay|boxing\sday|bank\sholidays?|holidays?|hols|half[\s-]?term|term"
@@ -51,22 +51,27 @@ ten in the morning" limit no day)."""
 
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
-    r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|moving|move|visit\w*"
+    r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
     r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
+    r"|moving\s(?:house|home|in|out)|move\s(?:house|home|in|out)|moves\sin|removals?"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
     r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof"
     r"|in\sbed|bed\srest|laid\sup|off\ssick|physio|dialysis|funeral|hospice)\b"
 )
 """Words about an absence, a duty or an event that fills the caller's days."""
 
-FREE = re.compile(r"\b(?:free|available|around|home|in|off|about|reachable|ok|okay|fine|good|works?|suits?)\b")
+FREE = re.compile(r"\b(?:free|available|around|home|off|reachable|ok|okay|fine|good|works?|suits?)\b")
 """Words of being reachable (a day off, at home, free)."""
 
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
 NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
-                      r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae)\b"
+                      r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae"
+                      # a day called bad: "a write-off", "forget it", "mad", "no go"
+                      r"|write\s?-?\s?off|written\soff|forget\sit|no\sgo|no-go|nightmare|hopeless|mad|manic|hectic|chaos"
+                      r"|crazy|rubbish|impossible|out\sof\sthe\squestion|bad|awful|terrible|tricky|difficult|awkward"
+                      r"|avoid|skip|rule\sout|ruled\sout|clash\w*|scrap|cancel)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
 
@@ -79,7 +84,9 @@ CONTRAST = re.compile(
 
 HEDGE = re.compile(
     r"\b(?:maybe|perhaps|might|possibly|probably|suppose|guess|not\ssure|unsure|or|either|whichever|could\sbe"
-    r"|depends|depending|hopefully|reckon|think|dunno|don't\sknow|let\sme\scheck|ish|roughly|or\sso"
+    r"|depends|depending|hopefully|reckon|think|dunno|don't\sknow|let\sme\scheck|ish|roughly|or\sso|yeah\sright"
+    # "this Thursday" / "next Thursday": which one is arguable
+    r"|(?:this|next)\s(?:coming\s)?(?:mon|tue|wed|thu|fri|sat|sun)\w*"
     # deferring: "I need to ask my wife", "let me look at the calendar", "I'll get back to you"
     r"|ask\s(?:my|the|her|him|them)|check|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
     r"|calendar|pardon|come\sagain)\b"
@@ -119,11 +126,19 @@ _NOT_A_DAY = (r"time|times|thing|things|bill|bills|sim|one|call|calls|payment|pa
 SPAN_WORD = re.compile(
     rf"\b(?:{_WEEKDAY}|{_MONTH}|{_PERIOD}|today|tonight|tomorrow|weekends?|weak\s?ends?|fortnight)\b"
     r"|\b(?:this|next|last|that|the|coming|following|whole|all)\s(?:week|weak|month|year)\b"
-    rf"|\b(?:the|on|of|by|till|until|from|before|after|'s)\s\d{{1,2}}(?:th|st|nd|rd)\b(?!\s(?:{_NOT_A_DAY})\b)"
+    rf"|\b\d{{1,2}}(?:th|st|nd|rd)\b(?!\s(?:{_NOT_A_DAY})\b)"
     r"|\bmay\s(?:the\s)?\d|\d\s(?:of\s)?may\b|\bin\smay\b"
 )
 """Words that name a day or a span of days ("Thursday", "Christmas", "next week", "the 14th"; not "day",
 "morning", "a month" or "the first bill", which name none)."""
+
+_RAW_ORDINAL = re.compile(r"\d{1,2}\s?(?:st|nd|rd|th)\b|\b\d{1,2}\s?[-/]\s?\d{1,2}\b", re.IGNORECASE)
+
+
+def names_days(text: str) -> bool:
+    """Whether ``text`` names a day or a span (see :data:`SPAN_WORD`), also where the engine's normaliser masked
+    it as an identifier ("in hospital 25th-27th")."""
+    return SPAN_WORD.search(norm(text)) is not None or _RAW_ORDINAL.search(text) is not None
 
 ANAPHORA = re.compile(
     r"\b(?:before|after|till|until|by|from|since|around|about|away|busy|out|off|working|there|abroad)\s(?:\w+\s)?then\b"
@@ -133,7 +148,9 @@ ANAPHORA = re.compile(
 """Words that point back at a day already named: "I'm away then", "not that week" (not "go on then")."""
 
 ONLY = re.compile(
-    r"\b(?:only|except|other\sthan|apart\sfrom|any\s\w+\sbut|anything\sbut|but\snot|nothing\s(?:but|before"
+    rf"\b(?:only\s(?:[\w']+\s){{0,2}}?(?:{_WEEKDAY}|days?|weeks?|weekends?|time|the\s\d|\d)|(?:{_WEEKDAY})\sonly"
+    r"|except|other\sthan|apart\sfrom|any\s\w+\sbut|anything\sbut|but\snot|or\snothing|just\sthe"
+    r"|(?:has|have|needs?|must|got)\sto\sbe|nothing\s(?:but|before"
     r"|until|till|after)|every\s(?:day|week|\w+day)|whole\s(?:week|weak|month|fortnight|weekend)"
     r"|all\s(?:week|weak|month|weekend|fortnight)|weekends|weekdays)\b"
 )
@@ -222,8 +239,22 @@ _CLAUSE = re.compile(r"[,.;:!?]+|\s(?=(?:but|though|although|except|unless|becau
 
 
 def clauses(text: str) -> list[str]:
-    """``text`` cut at punctuation and before "but", "so", "because"...: each piece says one thing."""
-    return [c.strip() for c in _CLAUSE.split(text) if c and c.strip()]
+    """``text`` cut at punctuation and before "but", "so", "because"...: each piece says one thing about a day.
+
+    A piece that names no day but says something against one ("Thursday the 26th. Not a chance.", "the 26th,
+    so I'll be in Leeds") stays with the piece before it.
+    """
+    out: list[str] = []
+    for piece in (c.strip() for c in _CLAUSE.split(text)):
+        if not piece:
+            continue
+        n = norm(piece)
+        against = NEGATION.search(n) or UNAVAILABLE.search(n) or STATE.search(n) or ANAPHORA.search(n)
+        if out and not names_days(piece) and against:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 
 
 def questions(text: str) -> bool:

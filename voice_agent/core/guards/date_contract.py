@@ -32,6 +32,8 @@ from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_RELATIVE = re.compile(r"\b(?:after|before|next|following|(?:this|that)\s(?:\w+day|day|week|one)|week|fortnight"
+                       r"|tomorrow|today|tonight|other|another|instead|later|earlier|one\safter|one\sbefore)\b")
 MAX_READBACK = 6
 """Most caller statements read back in one confirmation (the breaking ones first)."""
 
@@ -269,8 +271,9 @@ def _names_only(constraints: Sequence[DateConstraint], d: date) -> bool:
 def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     n = signals.norm(agent)
-    if "?" not in agent or signals.NEGATION.search(n) or signals.UNAVAILABLE.search(n):
-        return False
+    if "?" not in agent or any(p.search(n) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.PAST,
+                                                      signals.WHEREABOUTS)):
+        return False  # "any days you can't do?", "when are you back?", "when was the bill dated?"
     return bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
 
 
@@ -311,6 +314,8 @@ def _echoes(text: str, own: Sequence[DateConstraint], d: date) -> bool:
     """Whether a yes's own dates only repeat ``d`` as just proposed: none, the day itself, or its bare day number
     or bare weekday ("aye, the 29th", "yeah Friday"). Another day, a month or a holiday named is not an echo."""
     n = signals.norm(text)
+    if _RELATIVE.search(n):
+        return False  # "yes, the day after", "great, next Thursday", "yes, tomorrow": another day
     if not own:
         return not signals.SPAN_WORD.search(n)
     has_month = bool(re.search(rf"\b(?:{_MONTHS})\b", n))
@@ -363,7 +368,7 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             continue
         for clause in signals.clauses(s.text):
             n = signals.norm(clause)
-            spans = signals.SPAN_WORD.search(n) is not None
+            spans = signals.names_days(clause)
             anaphora = signals.ANAPHORA.search(n) is not None
             if not spans and not anaphora:
                 continue
@@ -374,18 +379,31 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
                 continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
             risky = bool(doubts & {"negation", "absence", "limit", "state"})
-            named = (re.search(rf"\b{weekday}", n) is not None
-                     or (re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)))
+            # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
+            recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
+            month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
+            singular = re.search(rf"\b{weekday}", n) is not None and not recurring
             touches = (
                 any(_holds(c, d) for c in found)
-                or (named and (risky or not signals.asks(clause)))  # "Thursdays are my golf day"
+                or recurring or month_named
+                or (singular and risky)
                 or anaphora
                 or signals.ONLY.search(n) is not None
-                or (not found and risky)  # a day or span the rules could not read, said with a limit or absence
+                # a day or span the rules could not read, said with a limit or an absence, that could be this day
+                or (not found and risky and not _other_days_only(n, d))
             )
             if touches and not _understood_and_allowed(clause, found, d):
                 out.append(Citation(s.turn, clause))
     return out
+
+
+def _other_days_only(n: str, d: date) -> bool:
+    """Whether the only days a normalised clause names are weekdays or months other than ``d``'s."""
+    words = [m.group(0) for m in signals.SPAN_WORD.finditer(n)]
+    weekday, month = WEEKDAY_NAMES[d.weekday()].lower()[:3], d.strftime("%B").lower()[:3]
+    names = [w for w in words if re.fullmatch(rf"(?:{signals.WEEKDAY_WORDS})", w)
+             or re.fullmatch(rf"(?:{signals.MONTH_WORDS})", w)]
+    return bool(words) and len(names) == len(words) and not any(w.startswith((weekday, month)) for w in names)
 
 
 def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date) -> bool:
@@ -402,6 +420,13 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))
+    windows = [c for c in found if not c.blocked and c.kind not in (
+        ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER, ConstraintKind.BEFORE)]
+    if signals.ONLY.search(n) and windows and not any(_holds(c, d) for c in windows):
+        return False  # "Monday or nothing", "it has to be a Monday": the days named are the only ones
+    weekday = WEEKDAY_NAMES[d.weekday()].lower()[:3]
+    if away and re.search(rf"\b(?:every|each|on|most)\s{weekday}|\b{weekday}\w*s\b", n):
+        return False  # "I'm at the allotment every Thursday": every one of them, not the date the rules picked
     for c in found:
         if c.kind in (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER,
                       ConstraintKind.BEFORE) or c.blocked:
