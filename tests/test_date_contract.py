@@ -276,3 +276,66 @@ def test_a_proposal_of_two_days_answered_yes_runs_neither() -> None:
     call = lane(("c", "ring me back"), ("a", "I have Thursday the 26th or Friday the 27th?"), ("c", "yes"))
     assert decide(call, d(11, 26)).action is not DateAction.RUN
     assert decide(call, d(11, 27)).action is not DateAction.RUN
+
+
+PROPOSE_26 = ("a", "Shall I book Thursday 26 November?")
+
+
+@pytest.mark.parametrize("said", [
+    "I'll be over in Portugal on Thursday the 26th",            # where the caller will be, no absence word
+    "Thursday the 26th. No chance at all.",                      # the refusal in the next sentence
+    "Thursdays are bingo, sorry",                                # a recurring weekday
+    "it has to be a Tuesday for me",                             # the only days
+    "I'm in for surgery 25th-27th",                              # a span the normaliser masks
+    "the 26th is a complete write-off",                          # a day called bad
+    "26th? nah.",                                                # a bare ordinal, then no
+    "the 26th, so I'll be at my sister's",                       # the reason in a clause of its own
+])
+def test_a_yes_never_runs_a_day_the_caller_spoke_against_before(said: str) -> None:
+    call = lane(("c", said), PROPOSE_26, ("c", "yes"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("question", ["Which days are no good for you?", "When are you back from your trip?",
+                                      "When was that bill dated?", "Any days we should avoid?"])
+def test_an_answer_to_a_question_about_bad_days_is_not_a_request(question: str) -> None:
+    assert decide(lane(("a", question), ("c", "Thursday the 26th")), d(11, 26)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("reply", ["yes, the Friday after", "ok, the day before", "fine, Thursday fortnight",
+                                   "yes, tomorrow", "yes, the 3rd of December", "yeah, Boxing Day"])
+def test_a_yes_naming_another_day_is_not_a_yes_to_the_proposal(reply: str) -> None:
+    assert decide(lane(("c", "call me back please"), PROPOSE_26, ("c", reply)), d(11, 26)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("after", ["scratch that", "oh hold on that's parents' evening", "is my op", "forget it"])
+def test_anything_but_an_acknowledgement_after_the_yes_is_read_back(after: str) -> None:
+    call = lane(("a", "Which day would suit for the callback?"), ("c", "Thursday the 26th please"), ("c", after))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+def test_a_yes_to_two_agent_lines_offering_two_days_runs_neither() -> None:
+    call = lane(("c", "ring me"), ("a", "I can do Friday 27 November."), ("a", "Or Thursday 26 November?"), ("c", "yes"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+def test_only_a_quoted_read_back_counts_as_heard() -> None:
+    call = lane(("c", "the 26th is out"), ("a", "the 26th is out, got it. Shall I book Thursday 26 November?"),
+                ("c", "yes"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+    quoted = lane(("c", "the 26th is out"), ("a", readback_line(d(11, 26), ["the 26th is out"], "the callback")),
+                  ("c", "yes"))
+    assert decide(quoted, d(11, 26)).action is DateAction.RUN  # heard, and the caller said yes anyway
+
+
+def test_a_limit_the_rules_read_and_the_day_fits_still_runs() -> None:
+    call = lane(("c", "I'm away till the 24th"), ("a", "When suits?"), ("c", "Thursday the 26th please"))
+    assert decide(call, d(11, 26)).action is DateAction.RUN
+    weekends = lane(("c", "weekends are a no for me"), ("a", "When suits?"), ("c", "Thursday the 26th please"))
+    assert decide(weekends, d(11, 26)).action is DateAction.RUN
+
+
+def test_a_malformed_model_statement_fails_the_reading() -> None:
+    bad = json.dumps({"statements": [{"turn": 1, "quote": "x", "about": "callback", "polarity": "unavailable",
+                                      "when": 5}]})
+    assert verify(bad, lane(("c", "x")).entries, TODAY).status is ReadingStatus.FAILED
