@@ -305,7 +305,8 @@ def test_an_answer_to_a_question_about_bad_days_is_not_a_request(question: str) 
 @pytest.mark.parametrize("reply", ["yes, the Friday after", "ok, the day before", "fine, Thursday fortnight",
                                    "yes, tomorrow", "yes, the 3rd of December", "yeah, Boxing Day"])
 def test_a_yes_naming_another_day_is_not_a_yes_to_the_proposal(reply: str) -> None:
-    assert decide(lane(("c", "call me back please"), PROPOSE_26, ("c", reply)), d(11, 26)).action is not DateAction.RUN
+    call = lane(("c", "call me back please"), PROPOSE_26, ("c", reply))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
 
 
 @pytest.mark.parametrize("after", ["scratch that", "oh hold on that's parents' evening", "is my op", "forget it"])
@@ -315,7 +316,8 @@ def test_anything_but_an_acknowledgement_after_the_yes_is_read_back(after: str) 
 
 
 def test_a_yes_to_two_agent_lines_offering_two_days_runs_neither() -> None:
-    call = lane(("c", "ring me"), ("a", "I can do Friday 27 November."), ("a", "Or Thursday 26 November?"), ("c", "yes"))
+    call = lane(("c", "ring me"), ("a", "I can do Friday 27 November."), ("a", "Or Thursday 26 November?"),
+                ("c", "yes"))
     assert decide(call, d(11, 26)).action is not DateAction.RUN
 
 

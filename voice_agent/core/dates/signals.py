@@ -17,7 +17,8 @@ from functools import lru_cache
 
 from voice_agent.core.dates.spoken import normalise
 
-WEEKDAY_WORDS = _WEEKDAY = r"mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:s|nesday)?s?|thu(?:r|rs|rsday)?s?|fri(?:day)?s?|saturdays?|sundays?"
+WEEKDAY_WORDS = _WEEKDAY = (r"mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:s|nesday)?s?|thu(?:r|rs|rsday)?s?|fri(?:day)?s?"
+                            r"|saturdays?|sundays?")
 MONTH_WORDS = _MONTH = (r"january|february|march|april|june|july|august|september|october|november|december"
           r"|jan|feb|apr|jun|jul|aug|sept?|oct|nov|dec")
 _PERIOD = (
