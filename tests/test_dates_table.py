@@ -121,7 +121,8 @@ TABLE: list[Case] = [
         ("January 5th", (on("2027-01-05"),)),
         ("December fourteenth", (on("12-14"),)),
         ("fourteenth of December", (on("12-14"),)),
-        ("the twelfth of November", (on("2027-11-12"),)),
+        # Said on the 30th, a day of this month already gone is a day that happened, not one next year.
+        ("the twelfth of November", (on("11-12"),)),
         ("on the 3rd of December, 2026", (on("12-03"),)),
         ("December the 9th", (on("12-09"),)),
         ("February 2nd", (on("2027-02-02"),)),

@@ -150,7 +150,8 @@ _COORDINATION = re.compile(r"^(?:and|or|nor|&|and\salso|or\selse|and\son|or\son|
 # Every expression holds a digit or one of these; text without any is skipped cheaply.
 _HINT = CaseFree(
     r"\d|day|week|weak|month|fortnight|tonight|tomorrow|first|second|third|forth|th\b|jan|feb|mar|apr|may|jun|jul|aug|sep"
-    r"|oct|nov|dec|tues|weds|thurs"
+    r"|oct|nov|dec|tues|weds|thurs|christmas|xmas|boxing|new\syear|hogmanay|easter|good\sfriday|thanksgiving"
+    r"|halloween|bonfire|fawkes"
 )
 _YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
 _RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
@@ -301,6 +302,49 @@ def _units(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     return _Expr(m.start(), m.end(), d, d, "day") if d else None
 
 
+_P_HOLIDAY = re.compile(
+    r"\b(?:christmas\seve|christmas\sday|christmas|xmas|boxing\sday|new\syear'?s?\seve|hogmanay"
+    r"|new\syear'?s?(?:\sday)?|easter\s(?:sunday|monday)|good\sfriday|easter|thanksgiving|halloween"
+    r"|bonfire\snight|guy\sfawkes)\b"
+)
+
+
+def _holiday_day(word: str, year: int) -> tuple[date, date] | None:
+    """The day (or days) a holiday name means in ``year``: Christmas is the 25th, Easter its weekend."""
+    from dateutil.easter import easter
+
+    word = word.replace("'s", "").replace("'", "")
+    fixed = {"christmas eve": (12, 24), "christmas day": (12, 25), "christmas": (12, 25), "xmas": (12, 25),
+             "boxing day": (12, 26), "new years eve": (12, 31), "new year eve": (12, 31), "hogmanay": (12, 31),
+             "halloween": (10, 31), "bonfire night": (11, 5), "guy fawkes": (11, 5)}
+    if word in fixed:
+        month, day = fixed[word]
+        d = date(year, month, day)
+        return d, d
+    if word.startswith("new year"):
+        d = date(year + 1, 1, 1)
+        return d, d
+    if word == "thanksgiving":
+        first = date(year, 11, 1)
+        d = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+        return d, d
+    sunday = easter(year)
+    return {"easter": (sunday - timedelta(days=2), sunday + timedelta(days=1)),
+            "easter sunday": (sunday, sunday), "easter monday": (sunday + timedelta(days=1),) * 2,
+            "good friday": (sunday - timedelta(days=2),) * 2}.get(word)
+
+
+def _holiday(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    """A holiday by name, the next one on or after the call's day ("not before Christmas", "after Easter")."""
+    word = m.group()
+    for year in (ctx.reference.year - 1, ctx.reference.year, ctx.reference.year + 1):
+        found = _holiday_day(word, year)
+        if found is not None and found[1] >= ctx.reference:
+            lo, hi = found
+            return _Expr(m.start(), m.end(), lo, hi, "day" if lo == hi else "span")
+    return None
+
+
 def _simple(ctx: _Context, m: re.Match[str]) -> _Expr:
     word = m.group()
     offset = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1}.get(word)
@@ -425,6 +469,7 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_IN_UNITS, _units),
     (_P_UNITS_FROM, _units),
     (_P_SIMPLE, _simple),
+    (_P_HOLIDAY, _holiday),
     (_P_WEEK, _week),
     (_P_MONTH_REL, _month_rel),
     (_P_WEEKDAY, _weekday),
