@@ -70,7 +70,11 @@ _P_WEEK_OF = re.compile(
     rf"\b(?:the\s)?week\s(?:of|starting|beginning|commencing|from)\s(?:the\s)?(?:monday\s(?:,\s)?(?:the\s)?)?"
     rf"(?:(?P<mon2>{_MON})\s(?:the\s)?)?(?P<d>\d{{1,2}})(?:th)?(?:\s(?:of\s)?(?P<mon>{_MON}))?\b"
 )
-_P_WEEK_ON = re.compile(rf"\b(?:a|1)\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b")
+_P_WEEK_ON = re.compile(
+    rf"\b(?:a|1)\sweek\s(?:on\s|from\s|this\s|next\s)?(?P<wd>{_WD}|tomorrow|today)\b"
+    # "tomorrow week", "Thursday week" (British): the same, said the other way round
+    rf"|\b(?P<wd2>{_WD}|tomorrow|today)\s(?:'s\s)?(?:week|weak)\b(?!\s(?:of|on|after|before|starting|beginning))"
+)
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\son\s(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
@@ -377,7 +381,7 @@ def _week(ctx: _Context, m: re.Match[str]) -> _Expr:
 
 def _week_on(ctx: _Context, m: re.Match[str]) -> _Expr:
     """"a week on Tuesday" (British): the coming Tuesday plus seven days; "a week tomorrow" likewise."""
-    word = m["wd"]
+    word = m["wd"] or m["wd2"]
     if word in ("tomorrow", "today"):
         base = ctx.reference + timedelta(days=1 if word == "tomorrow" else 0)
     else:

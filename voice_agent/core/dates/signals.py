@@ -61,7 +61,7 @@ UNAVAILABLE = re.compile(
 )
 """Words about an absence, a duty or an event that fills the caller's days."""
 
-FREE = re.compile(r"\b(?:free|available|around|home|off|reachable|ok|okay|fine|good|works?|suits?)\b")
+FREE = re.compile(r"\b(?:free|available|around|home|off|reachable|flexible|ok|okay|fine|good|works?|suits?)\b")
 """Words of being reachable (a day off, at home, free)."""
 
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
@@ -236,7 +236,9 @@ def only_acknowledges(text: str) -> bool:
     return bool(ACK_ONLY.match(norm(text)))
 
 
-_CLAUSE = re.compile(r"[,.;:!?]+|\s(?=(?:but|though|although|except|unless|because|cos|so|and\sthen|whereas)\s)")
+_CLAUSE = re.compile(
+    r"[,.;:!?]+|\s(?=(?:but|though|although|except|unless|because|cos|cause|coz|so|and\sthen|whereas)\s)"
+)
 
 
 def clauses(text: str) -> list[str]:

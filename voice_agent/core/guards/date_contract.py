@@ -415,8 +415,8 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
     a span they cannot be reached in. "then" and "that week" point at days the clause does not name: never read.
     """
     n = signals.norm(clause)
-    if not found or signals.ANAPHORA.search(n):
-        return False
+    if not found or (signals.ANAPHORA.search(n) and len({(c.start, c.end) for c in found}) != 1):
+        return False  # "then" / "that week" point at a day this clause does not name (one it names: that one)
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))
