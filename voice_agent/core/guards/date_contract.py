@@ -328,8 +328,10 @@ def _echoes(text: str, own: Sequence[DateConstraint], d: date) -> bool:
             continue
         if has_month or (weekdays and weekdays != {d.weekday()}):
             return False
-        if not (c.start.day == d.day if has_number else c.start.weekday() == d.weekday()):
+        if has_number and c.start.day != d.day:
             return False
+        if not has_number and weekdays != {d.weekday()}:
+            return False  # an echo names the day's number or its weekday ("Christmas Eve" is neither)
     return True
 
 
