@@ -85,27 +85,39 @@ def bench_extraction(rounds: int = 20) -> list[str]:
     ]
 
 
-def bench_reread(turns: int = 200, rounds: int = 50) -> list[str]:
-    """DateGuard.check re-reading a ``turns``-turn lane: cold (fresh guard, no cached extraction) and warm."""
-    lane = transcript(turns)
-    value = {"date": "2026-12-10"}
+def cold_and_warm(label: str, make: Callable[[], Callable[[], object]], rounds: int) -> list[str]:
+    """p50/p99 of ``make()()`` cold (a fresh object, extraction cache cleared) and warm (one object, called again)."""
     cold: list[float] = []
     for _ in range(rounds):
         clear_cache()
-        guard = DateGuard(REFERENCE)
-        cold.append(timed(partial(guard.check, SCHEDULE, value, lane)))
-    guard = DateGuard(REFERENCE)
-    guard.check(SCHEDULE, value, lane)
-    warm = [timed(lambda: guard.check(SCHEDULE, value, lane)) for _ in range(rounds * 4)]
+        cold.append(timed(make()))
+    call = make()
+    call()
+    warm = [timed(call) for _ in range(rounds * 4)]
     k50, k99 = percentiles(cold)
     w50, w99 = percentiles(warm)
     verdict = "ok" if w99 < 0.020 else "OVER TARGET"
     return [
-        f"dates: DateGuard.check, {turns}-turn re-read, cold (n={len(cold)}): p50 {k50 * 1e3:.2f} ms, "
-        f"p99 {k99 * 1e3:.2f} ms",
-        f"dates: DateGuard.check, {turns}-turn re-read, warm (n={len(warm)}): p50 {w50 * 1e3:.2f} ms, "
-        f"p99 {w99 * 1e3:.2f} ms (target p99 < 20 ms: {verdict})",
+        f"dates: {label}, cold (n={len(cold)}): p50 {k50 * 1e3:.2f} ms, p99 {k99 * 1e3:.2f} ms",
+        f"dates: {label}, warm (n={len(warm)}): p50 {w50 * 1e3:.2f} ms, p99 {w99 * 1e3:.2f} ms "
+        f"(target p99 < 20 ms: {verdict})",
     ]
+
+
+def bench_reread(turns: int = 200, rounds: int = 50) -> list[str]:
+    """DateGuard.check re-reading a ``turns``-turn lane: cold (fresh guard, no cached extraction) and warm."""
+    lane = transcript(turns)
+    value = {"date": "2026-12-10"}
+    return cold_and_warm(f"DateGuard.check, {turns}-turn re-read",
+                         lambda: partial(DateGuard(REFERENCE).check, SCHEDULE, value, lane), rounds)
+
+
+def bench_contract(turns: int = 200, rounds: int = 50) -> list[str]:
+    """DateContract.decide (the rules reader, the confirm rule and the read-back) on a ``turns``-turn lane."""
+    lane = transcript(turns)
+    value = {"date": "2026-12-10"}
+    return cold_and_warm(f"DateContract.decide, {turns}-turn call",
+                         lambda: partial(DateContract(DateGuard(REFERENCE)).decide, SCHEDULE, value, lane), rounds)
 
 
 def bench_id_guard(rounds: int = 3000) -> list[str]:
@@ -123,29 +135,6 @@ def bench_id_guard(rounds: int = 3000) -> list[str]:
         p50, p99 = percentiles(samples)
         lines.append(f"ids: IdGuard.check, 64-entry ledger, {label:<8}: p50 {p50 * 1e6:.1f} µs, p99 {p99 * 1e6:.1f} µs")
     return lines
-
-
-def bench_contract(turns: int = 200, rounds: int = 50) -> list[str]:
-    """DateContract.decide (the rules reader, the confirm rule and the read-back) on a ``turns``-turn lane."""
-    lane = transcript(turns)
-    value = {"date": "2026-12-10"}
-    cold: list[float] = []
-    for _ in range(rounds):
-        clear_cache()
-        contract = DateContract(DateGuard(REFERENCE))
-        cold.append(timed(partial(contract.decide, SCHEDULE, value, lane)))
-    contract = DateContract(DateGuard(REFERENCE))
-    contract.decide(SCHEDULE, value, lane)
-    warm = [timed(partial(contract.decide, SCHEDULE, value, lane)) for _ in range(rounds * 4)]
-    k50, k99 = percentiles(cold)
-    w50, w99 = percentiles(warm)
-    verdict = "ok" if w99 < 0.020 else "OVER TARGET"
-    return [
-        f"dates: DateContract.decide, {turns}-turn call, cold (n={len(cold)}): p50 {k50 * 1e3:.2f} ms, "
-        f"p99 {k99 * 1e3:.2f} ms",
-        f"dates: DateContract.decide, {turns}-turn call, warm (n={len(warm)}): p50 {w50 * 1e3:.2f} ms, "
-        f"p99 {w99 * 1e3:.2f} ms (target p99 < 20 ms: {verdict})",
-    ]
 
 
 SECTIONS: list[Callable[[], list[str]]] = [bench_extraction, bench_reread, bench_contract, bench_id_guard]

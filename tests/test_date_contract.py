@@ -30,15 +30,7 @@ TODAY = dt.date(2026, 11, 18)  # a Wednesday
 
 
 def lane(*lines: tuple[str, str]) -> TranscriptLane:
-    out = TranscriptLane()
-    turn = 0
-    for speaker, text in lines:
-        if speaker == "c":
-            turn += 1
-            out.append_caller(turn, text)
-        else:
-            out.append_agent(max(turn, 1), text)
-    return out
+    return TranscriptLane.of_lines(("caller" if who == "c" else "agent", text) for who, text in lines)
 
 
 def decide(transcript: TranscriptLane, day: dt.date, reading: DateReading | None = None) -> Any:

@@ -137,14 +137,7 @@ def check_dates(
     ]
     decision: dict[str, Any] | None = None
     if day is not None:
-        lane = TranscriptLane()
-        turn = 0
-        for text, who in lines:
-            if who == "caller":
-                turn += 1
-                lane.append_caller(turn, text)
-            else:
-                lane.append_agent(max(turn, 1), text)
+        lane = TranscriptLane.of_lines((who, text) for text, who in lines)
         param = ToolParam("date", "", kind=ParamKind.DATE, binds=tuple(s.value for s in subjects), topic=topic)
         (made,) = DateContract(DateGuard(reference)).decide(ToolSpec("action", "", (param,)),
                                                           {"date": day.isoformat()}, lane)

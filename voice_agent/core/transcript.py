@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -167,6 +167,20 @@ class TranscriptLane:
     def since(self, index: int) -> list[TranscriptEntry]:
         """Entries from position ``index`` on, in order: what was appended after a reader's last look."""
         return self._entries[max(index, 0):]
+
+    @classmethod
+    def of_lines(cls, lines: Iterable[tuple[str, str]]) -> TranscriptLane:
+        """A lane of ``(speaker, text)`` lines (``caller`` or ``agent``): each caller line opens a turn, and agent
+        lines belong to the turn they answer (those before the first caller line to turn 1)."""
+        lane = cls()
+        turn = 0
+        for speaker, text in lines:
+            if speaker == "caller":
+                turn += 1
+                lane.append_caller(turn, text)
+            else:
+                lane.append_agent(max(turn, 1), text)
+        return lane
 
     def caller_utterances(self) -> list[TranscriptEntry]:
         """Every caller utterance of the call, in order."""

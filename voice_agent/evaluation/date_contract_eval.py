@@ -105,13 +105,19 @@ def _load(path: Path) -> Mapping[str, Any]:
     return data
 
 
-def load_sentences(path: Path) -> list[Sentence]:
-    """Reads a ``sentences.yaml`` (see the module docstring); raises :class:`InputError` on a bad item."""
+def _section(path: Path, key: str) -> tuple[dt.date, list[Any]]:
+    """A data file's reference date and its list under ``key``."""
     data = _load(path)
     default = _day(data.get("reference_date", DEFAULT_REFERENCE.isoformat()), f"{path} reference_date")
-    items = data.get("items")
+    items = data.get(key)
     if not isinstance(items, list):
-        raise InputError(f"{path}: expected an `items` list")
+        raise InputError(f"{path}: expected a `{key}` list")
+    return default, items
+
+
+def load_sentences(path: Path) -> list[Sentence]:
+    """Reads a ``sentences.yaml`` (see the module docstring); raises :class:`InputError` on a bad item."""
+    default, items = _section(path, "items")
     out = []
     for n, raw in enumerate(items):
         where = f"{path} item {n}"
@@ -131,11 +137,7 @@ def load_sentences(path: Path) -> list[Sentence]:
 
 def load_calls(path: Path) -> list[Call]:
     """Reads a ``calls.yaml`` (see the module docstring); raises :class:`InputError` on a bad call."""
-    data = _load(path)
-    default = _day(data.get("reference_date", DEFAULT_REFERENCE.isoformat()), f"{path} reference_date")
-    calls = data.get("calls")
-    if not isinstance(calls, list):
-        raise InputError(f"{path}: expected a `calls` list")
+    default, calls = _section(path, "calls")
     out = []
     for n, raw in enumerate(calls):
         where = f"{path} call {raw.get('id', n) if isinstance(raw, Mapping) else n}"
@@ -162,15 +164,7 @@ def load_calls(path: Path) -> list[Call]:
 
 def call_lane(turns: Sequence[tuple[str, str]]) -> TranscriptLane:
     """The call as its transcript lane: turn k is the k-th caller utterance and the agent lines after it."""
-    lane = TranscriptLane()
-    turn = 0
-    for speaker, text in turns:
-        if speaker == "caller":
-            turn += 1
-            lane.append_caller(turn, text)
-        else:
-            lane.append_agent(max(turn, 1), text)
-    return lane
+    return TranscriptLane.of_lines(turns)
 
 
 def sentence_turns(s: Sentence) -> list[tuple[str, str]]:

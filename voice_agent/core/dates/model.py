@@ -88,6 +88,17 @@ class DateConstraint:
             return d.weekday() == self.weekday
         return (self.start is None or d >= self.start) and (self.end is None or d <= self.end)
 
+    def covers(self, d: date) -> bool:
+        """Whether ``d`` is among the days the statement speaks of, whatever its polarity: "till the 20th" covers
+        every day up to the 20th, "from the 25th" every day from it, "no Tuesdays" every Tuesday."""
+        if self.weekday is not None:
+            return d.weekday() == self.weekday
+        if self.kind is ConstraintKind.AFTER:
+            return self.start is None or d >= self.start
+        if self.kind in (ConstraintKind.UNTIL, ConstraintKind.BEFORE):
+            return self.end is None or d <= self.end
+        return self.contains(d)
+
     def allows(self, d: date) -> bool:
         """Whether this constraint permits scheduling on ``d``."""
         inside = self.contains(d)

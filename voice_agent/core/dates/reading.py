@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from voice_agent.core.dates import signals
 from voice_agent.core.dates.extract import extract_constraints
-from voice_agent.core.dates.model import ConstraintKind, DateConstraint
+from voice_agent.core.dates.model import DateConstraint
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 JsonCompleter = Callable[[str, str, dict[str, Any]], Awaitable[str]]
@@ -109,19 +109,7 @@ class ReadStatement:
         """Whether this statement rules ``d`` out for a callback."""
         if self.about != "callback" or self.polarity is Polarity.AVAILABLE:
             return False
-        return any(_span_contains(c, d) for c in self.spans)
-
-
-def _span_contains(c: DateConstraint, d: date) -> bool:
-    """Whether ``d`` lies in the days ``c`` names, whatever the engine took the polarity to be: "unavailable
-    from the 25th" holds the 25th on, "unavailable till the 20th" everything up to the 20th."""
-    if c.kind is ConstraintKind.EXCLUDE_WEEKDAY or c.weekday is not None:
-        return c.weekday == d.weekday()
-    if c.kind is ConstraintKind.AFTER:
-        return c.start is None or d >= c.start
-    if c.kind in (ConstraintKind.UNTIL, ConstraintKind.BEFORE):
-        return c.end is None or d <= c.end
-    return c.contains(d)
+        return any(c.covers(d) for c in self.spans)
 
 
 class ReadingStatus(StrEnum):

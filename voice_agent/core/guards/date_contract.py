@@ -386,7 +386,7 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
             singular = re.search(rf"\b{weekday}", n) is not None and not recurring
             touches = (
-                any(_holds(c, d) for c in found)
+                any(c.covers(d) for c in found)
                 or recurring or month_named
                 or (singular and risky)
                 or anaphora
@@ -424,7 +424,7 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
             or (signals.STATE.search(n) is not None and not free))
     windows = [c for c in found if not c.blocked and c.kind not in (
         ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER, ConstraintKind.BEFORE)]
-    if signals.ONLY.search(n) and windows and not any(_holds(c, d) for c in windows):
+    if signals.ONLY.search(n) and windows and not any(c.covers(d) for c in windows):
         return False  # "Monday or nothing", "it has to be a Monday": the days named are the only ones
     weekday = WEEKDAY_NAMES[d.weekday()].lower()[:3]
     if away and re.search(rf"\b(?:every|each|on|most)\s{weekday}|\b{weekday}\w*s\b", n):
@@ -434,20 +434,9 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
                       ConstraintKind.BEFORE) or c.blocked:
             if not c.allows(d):
                 return False
-        elif away == _holds(c, d):  # away inside the span, or a window (a day asked for) that leaves d out
+        elif away == c.covers(d):  # away inside the span, or a window (a day asked for) that leaves d out
             return False
     return True
-
-
-def _holds(c: DateConstraint, d: date) -> bool:
-    """Whether the days ``c`` speaks of include ``d``, whichever way round its polarity is."""
-    if c.weekday is not None:
-        return c.weekday == d.weekday()
-    if c.kind is ConstraintKind.AFTER:
-        return c.start is None or d >= c.start
-    if c.kind in (ConstraintKind.UNTIL, ConstraintKind.BEFORE):
-        return c.end is None or d <= c.end
-    return c.contains(d)
 
 
 def _binding_statements(said: Sequence[SaidDates], binding: DateBinding) -> list[Citation]:
