@@ -127,7 +127,8 @@ _NOT_A_DAY = (r"time|times|thing|things|bill|bills|sim|one|call|calls|payment|pa
 SPAN_WORD = re.compile(
     rf"\b(?:{_WEEKDAY}|{_MONTH}|{_PERIOD}|today|tonight|tomorrow|weekends?|weak\s?ends?|fortnight)\b"
     r"|\b(?:this|next|last|that|the|coming|following|whole|all)\s(?:week|weak|month|year)\b"
-    rf"|\b\d{{1,2}}(?:th|st|nd|rd)\b(?!\s(?:{_NOT_A_DAY})\b)"
+    # an ordinal, but not "a second" / "one minute": the normaliser writes "second" as 2th
+    rf"|(?<!\ba\s)(?<!\bone\s)(?<!\bthe\s1th\s)\b\d{{1,2}}(?:th|st|nd|rd)\b(?!\s(?:{_NOT_A_DAY})\b)"
     r"|\bmay\s(?:the\s)?\d|\d\s(?:of\s)?may\b|\bin\smay\b"
 )
 """Words that name a day or a span of days ("Thursday", "Christmas", "next week", "the 14th"; not "day",
