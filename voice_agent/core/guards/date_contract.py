@@ -5,7 +5,8 @@ statement that could bind it, and no reader (the cue-word rules, and the model r
 configured) finds a binding statement it breaks. Otherwise the agent **confirms**: it reads back the
 caller's own words (the binding statements, verbatim) with the day, and the call runs only after
 the caller's yes, which is then the latest thing they said. A clear break the caller never agreed
-to is **refused** with its citation. A day the caller later replaced never runs: whatever they said
+to (one the rules read; a break only the model reads is a disagreement, so a question) is **refused**
+with its citation. A day the caller later replaced never runs: whatever they said
 after it, naming a time or taking something back, turns a run into a question.
 
 Safety comes from the structure, not from reading every wording right: the cue words only ever
@@ -206,10 +207,11 @@ class DateContract:
                                 f"{rules.reason} They also named {d} themselves: read back their words and ask.",
                                 [*rules.citations, *binding_said])
             if model_breaks:
+                # Only the model reads a break: the readers disagree, so the caller is asked, not refused.
                 quoted = "; ".join(f"turn {c.turn}: '{c.words}'" for c in model_cites)
-                return decision(DateAction.REFUSE, Why.BREAKS,
-                                f"{d} goes against what the caller said ({quoted}). Ask the caller for another day.",
-                                model_cites)
+                return decision(DateAction.CONFIRM, Why.READERS_DISAGREE,
+                                f"A second reading finds the caller's words against {d} ({quoted}). Read them back "
+                                "(the 'say' line) and book only after their yes.", [*model_cites, *binding_said])
             reason = (f"The caller has not firmly asked for or agreed to {d} as their last word on dates. Read back "
                       f"their words and the day (say exactly the 'say' line), then call {tool_name} again only "
                       "after they say yes.")
