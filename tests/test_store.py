@@ -286,3 +286,20 @@ async def test_after_a_resume_the_date_guard_still_reads_what_was_said_before_it
     fresh.session.state.start_turn(asked)
     assert fresh.session.review_tool_call("schedule_callback", "c-fresh",
                                           {"account_id": "ACC-4729-18", "date": "2026-12-10"}).rejection is None
+
+
+def test_the_sqlite_store_and_its_journal_files_are_the_owners_alone(tmp_path: Path) -> None:
+    import stat
+
+    from voice_agent.store.sqlite import SQLiteCallStore
+
+    old = os.umask(0o022)
+    try:
+        store = SQLiteCallStore(tmp_path / "calls.sqlite3")
+        store.save("call-1", b"{}", turn=1, leg=1, provider_call_id=None)
+        made = [p for p in tmp_path.iterdir() if p.name.startswith("calls.sqlite3")]
+        assert made and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in made), [
+            (p.name, oct(p.stat().st_mode)) for p in made]
+        store.close()
+    finally:
+        os.umask(old)

@@ -8,6 +8,7 @@ writes, never the file's consistency.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -48,6 +49,10 @@ class SQLiteCallStore(CallStore):
         self._lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Callers' words live here: the file is the owner's alone (SQLite gives its -wal and -shm files the
+            # database file's mode), whatever the umask.
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+            os.chmod(path, 0o600)
             # One connection shared by the worker threads the server calls from, behind a lock.
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
             self._db.execute("PRAGMA journal_mode=WAL")
