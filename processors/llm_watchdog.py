@@ -95,6 +95,8 @@ class _Attempt:
     context: LLMContext
     started: float
     first_output: float | None = None
+    answered: bool = False
+    """Text or a tool call came (reasoning alone is no answer for the caller)."""
     done: bool = False
     timer: asyncio.Task[None] | None = None
 
@@ -162,12 +164,15 @@ class LLMWatchdog:
                                      RecoveryAction.NONE))
         elif attempt is None or not live:
             return
-        elif isinstance(frame, _OUTPUT) and attempt.first_output is None:
-            attempt.first_output = time.monotonic()
-        elif isinstance(frame, LLMFullResponseEndFrame):
+        elif isinstance(frame, _OUTPUT):
             if attempt.first_output is None:
-                # Nothing to say and no tool to call: silence for the caller. A tool call whose arguments are
-                # not JSON ends this way too (the provider's service drops it with a warning).
+                attempt.first_output = time.monotonic()
+            if isinstance(frame, LLMTextFrame | FunctionCallsStartedFrame):
+                attempt.answered = True
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            if not attempt.answered:
+                # Nothing to say and no tool to call (reasoning alone included): silence for the caller. A tool
+                # call whose arguments are not JSON ends this way too (the provider's service drops it).
                 self._fail(attempt, FailureKind.EMPTY, "the answer ended with no text and no tool call")
             else:
                 self._close(attempt)

@@ -333,3 +333,23 @@ def test_a_malformed_model_statement_fails_the_reading() -> None:
     bad = json.dumps({"statements": [{"turn": 1, "quote": "x", "about": "callback", "polarity": "unavailable",
                                       "when": 5}]})
     assert verify(bad, lane(("c", "x")).entries, TODAY).status is ReadingStatus.FAILED
+
+
+@pytest.mark.parametrize("said", ["I've got a thing on the 26th", "I told you the 26th was a no go",
+                                  "like I said, the 26th was out"])
+def test_what_the_caller_has_on_or_said_before_against_a_day_is_read_back(said: str) -> None:
+    call = lane(("c", said), PROPOSE_26, ("c", "yes"))
+    assert decide(call, d(11, 26)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said", ["the 26th would be the worst", "sooner than the 26th please"])
+def test_the_yes_line_itself_is_read_for_what_it_says_against_the_day(said: str) -> None:
+    assert decide(lane(("a", "When suits?"), ("c", said)), d(11, 26)).action is not DateAction.RUN
+
+
+def test_a_recogniser_repeating_itself_after_the_yes_is_read_word_by_word() -> None:
+    from voice_agent.core.dates import signals
+
+    assert signals.only_acknowledges("you too " * 30) and not signals.only_acknowledges("you too " * 30 + "no")
+    call = lane(("a", "When suits?"), ("c", "the 26th please"), ("c", "you too " * 30 + "no"))
+    assert decide(call, d(11, 26)).action is DateAction.CONFIRM

@@ -161,3 +161,22 @@ def test_the_shipped_halves_load() -> None:
         sentences, calls = load_set(CONTRACT_DIR, name)
         assert len(sentences) >= 150 and len(calls) >= 30
         assert all(any(role == "clean" for _, role in c.twins) for c in calls)
+
+
+class TimesOut:
+    name = "slow"
+
+    async def read(self, entries: Sequence[TranscriptEntry], reference: dt.date) -> DateReading:
+        from voice_agent.core.dates.reading import ReadingStatus
+
+        return DateReading(ReadingStatus.TIMEOUT, error="no reply within 1 s")
+
+
+def test_a_reading_that_timed_out_is_asked_again_next_time(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "readings.json"
+    evaluate_contract(ContractConfig(sets=("dev",), root=data, reader=TimesOut(), reader_name="slow", cache=cache))
+    assert not cache.exists() or json.loads(cache.read_text()) == {}
+    evaluate_contract(ContractConfig(sets=("dev",), root=data, reader=QuotesWhatWasNeverSaid(), reader_name="x",
+                                     cache=cache))
+    kept = json.loads(cache.read_text())
+    assert kept and all(v["reader"] == "x" for v in kept.values())  # a reply is kept, under its reader

@@ -295,8 +295,10 @@ class CallSession:
         self.requests_by_turn[turn] = self.requests_by_turn.get(turn, 0) + 1
 
     def reads_dates(self, name: str, arguments: Mapping[str, Any]) -> bool:
-        """Whether a model will read the call before this tool call runs (the caller hears the holding line)."""
-        return self.date_reader is not None and self.gate.has_dates(name, arguments)
+        """Whether a model will read the call before this tool call runs (the caller hears the holding line):
+        a date-bearing call, with a model reader, that is not one too many in its turn."""
+        return (self.date_reader is not None and self.gate.has_dates(name, arguments)
+                and self._tool_loop(name, arguments) is None)
 
     async def read_dates(self, name: str, arguments: Mapping[str, Any]) -> DateReading | None:
         """The model reader's reading of the call at a date-bearing action (None without a model reader)."""

@@ -645,9 +645,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     eval_app(args=list(argv) if argv is not None else None)
 
 
-if __name__ == "__main__":
-    main()
-
 
 def _count(k: int, n: int) -> str:
     return f"{k}/{n}" if n else "-"
@@ -803,3 +800,7 @@ def _billing_domain() -> Any:
     from voice_agent.domains.billing import billing_domain
 
     return billing_domain()
+
+
+if __name__ == "__main__":
+    main()

@@ -222,9 +222,13 @@ class ReadingCache:
 
 async def read_all(
     items: Sequence[tuple[Sequence[tuple[str, str]], dt.date]], reader: Reader, cache: ReadingCache,
-    progress: Any = None,
+    progress: Any = None, reader_name: str = "model",
 ) -> dict[str, DateReading]:
-    """Reads every distinct call once (cached replies are verified again, not re-asked)."""
+    """Reads every distinct call once (cached replies are verified again, not re-asked).
+
+    Only replies are cached, and under the reader that gave them: a timeout or a provider error is asked again
+    next time, and another reader's replies are never taken for this one's.
+    """
     out: dict[str, DateReading] = {}
     for turns, reference in items:
         key = reading_key(turns, reference)
@@ -232,6 +236,8 @@ async def read_all(
             continue
         entries = call_lane(turns).entries
         cached = cache.replies.get(key)
+        if cached is not None and (cached.get("reader", reader_name) != reader_name or not cached.get("reply")):
+            cached = None
         if cached is not None:
             if cached.get("status") in (ReadingStatus.OK.value, ReadingStatus.FAILED.value) and cached.get("reply"):
                 out[key] = verify(str(cached.get("reply", "")), entries, reference, float(cached.get("seconds", 0)))
@@ -241,9 +247,10 @@ async def read_all(
         else:
             reading = await reader.read(entries, reference)
             out[key] = reading
-            cache.replies[key] = {"status": reading.status.value, "reply": reading.reply,
-                                  "seconds": reading.seconds, "error": reading.error}
-            cache.save()
+            if reading.reply:
+                cache.replies[key] = {"status": reading.status.value, "reply": reading.reply,
+                                      "seconds": reading.seconds, "error": reading.error, "reader": reader_name}
+                cache.save()
         if progress is not None:
             progress(len(out))
     return out
@@ -433,7 +440,7 @@ def evaluate_contract(config: ContractConfig, progress: Any = None) -> dict[str,
             read_calls = calls if "calls" in config.model_on else []
             items = [(c.turns, c.reference) for c in read_calls] + [(sentence_turns(s), s.reference)
                                                                     for s in read_sentences]
-            readings = asyncio.run(read_all(items, config.reader, cache, progress))
+            readings = asyncio.run(read_all(items, config.reader, cache, progress, config.reader_name))
             label = config.reader_name + ("" if read_sentences else " (calls; sentences: rules)")
             runs[label] = score_set(name, sentences, calls, readings, config.contract)
             seconds = sorted(r.seconds for r in readings.values())

@@ -45,7 +45,8 @@ LIMIT_WORD = re.compile(
     rf"\b(?:until|till|til|through|thru|before|after|from|since|by|between|during|within|starting|beginning"
     rf"|ending|over)\s(?!(?:about\s|around\s)?{_CLOCK})(?:[\w']+\s){{0,3}}?(?:{TIME_WORD.pattern})"
     r"|\b(?:until|till|til)\s(?:then|that)\b|\b(?:after|before|from|since)\s(?:that|then|this|which)\b"
-    r"|\b(?:onwards?|no\slater|no\searlier|no\ssooner|at\sthe\s(?:earliest|latest)|all\s(?:week|month))\b"
+    r"|\b(?:onwards?|no\slater|no\searlier|no\ssooner|at\sthe\s(?:earliest|latest)|all\s(?:week|month)"
+    r"|(?:sooner|earlier|later)\sthan)\b"
 )
 """A limit word before a time word: "after the 14th", "from Monday", "until then" ("from Washington" and "after
 ten in the morning" limit no day)."""
@@ -72,7 +73,8 @@ NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|
                       # a day called bad: "a write-off", "forget it", "mad", "no go"
                       r"|write\s?-?\s?off|written\soff|forget\sit|no\sgo|no-go|nightmare|hopeless|mad|manic|hectic|chaos"
                       r"|crazy|rubbish|impossible|out\sof\sthe\squestion|bad|awful|terrible|tricky|difficult|awkward"
-                      r"|avoid|skip|rule\sout|ruled\sout|clash\w*|scrap|cancel)\b"
+                      r"|avoid|skip|rule\sout|ruled\sout|clash\w*|scrap|cancel|worst|least|rather\snot"
+                      r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
 
@@ -98,7 +100,7 @@ HEDGE = re.compile(
 """Hedges and alternatives: "maybe", "I think", "or", "if" (but not a polite "if that's alright")."""
 
 PAST = re.compile(
-    r"\b(?:was|were|did|had|rang|phoned|called|paid|went|got|came|billed|charged|ago|last|yesterday|used\sto"
+    r"\b(?:was|were|did|had|rang|phoned|called|paid|went|came|billed|charged|ago|last|yesterday|used\sto"
     r"|already|spoke|sent|received|happened|started|ended|expired|renewed)\b"
 )
 """Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
@@ -158,16 +160,16 @@ ONLY = re.compile(
 )
 """Words that make a statement about other days too: "only Mondays", "any day but Thursday", "the whole week"."""
 
-ACK_ONLY = re.compile(
-    r"^\W*(?:(?:yes|yeah|yep|yup|aye|ok|okay|right|alright|all\sright|sure|great|lovely|perfect|brilliant|cheers"
-    r"|thanks|thank\syou|ta|sorted|grand|cool|fine|good|mm|uh\shuh|bye|goodbye|see\syou|that's\sall|that's\sit"
-    r"|that's\sgreat|that's\slovely|nice\sone|will\sdo|you\stoo|and\syou|please|nothing\selse|that's\severything"
-    r"|no\s(?:thanks|thank\syou|that's\sall|that's\sit|that's\severything|nothing\selse)"
-    r"|much\sappreciated|appreciate\sit|have\sa\s(?:good|nice|great|lovely)\s(?:day|one|week|weekend|evening"
-    r"|christmas)|take\scare|love|pet|mate|amazing|wonderful|smashing"
-    r"|champion|very|much|a\slot|for|your|help|all|you|too|again|then|so|oh|well|that|is)\W*)+$"
-)
-"""A reply that only acknowledges or says goodbye: nothing said after a yes can unsettle it but these."""
+_ACK_WORDS = frozenset({
+    "yes", "yeah", "yep", "yup", "aye", "ok", "okay", "right", "alright", "sure", "great", "lovely", "perfect",
+    "brilliant", "cheers", "thanks", "thank", "ta", "sorted", "grand", "cool", "fine", "good", "mm", "huh",
+    "bye", "goodbye", "see", "you", "too", "and", "please", "nothing", "else", "that's", "all", "it", "everything",
+    "much", "appreciated", "appreciate", "have", "a", "nice", "day", "one", "take", "care", "love", "pet", "mate",
+    "amazing", "wonderful", "smashing", "champion", "very", "lot", "for", "your", "help", "again", "then", "so",
+    "well", "that", "is", "will", "do", "evening", "weekend", "week", "christmas"
+})
+"""Words a reply may be made of and still only acknowledge or say goodbye ("thanks, bye", "lovely, cheers pet")."""
+_WORD = re.compile(r"[a-z']+")
 
 ACCEPT = re.compile(
     r"\b(?:thanks|thank\syou|cheers|ta|lovely|perfect|great|brilliant|sorted|grand|champion|smashing|ideal"
@@ -233,8 +235,22 @@ def accepts(text: str) -> bool:
 
 
 def only_acknowledges(text: str) -> bool:
-    """Whether ``text`` only acknowledges or says goodbye ("thanks, bye", "lovely, cheers pet")."""
-    return bool(ACK_ONLY.match(norm(text)))
+    """Whether ``text`` only acknowledges or says goodbye ("thanks, bye", "lovely, cheers pet").
+
+    Word by word (no backtracking, whatever a recogniser repeats): every word is one of :data:`_ACK_WORDS`, and
+    "no" only as "no thanks" / "no, that's all" / "no, nothing else".
+    """
+    n = norm(text)
+    if any(ch.isdigit() for ch in n):
+        return False
+    words = _WORD.findall(n)
+    for i, w in enumerate(words):
+        if w == "no":
+            if i + 1 >= len(words) or words[i + 1] not in ("thanks", "thank", "that's", "nothing"):
+                return False
+        elif w not in _ACK_WORDS:
+            return False
+    return bool(words)
 
 
 _CLAUSE = re.compile(

@@ -185,7 +185,7 @@ class DateContract:
         assent = _last_assent(said, d, self.guard.reference)
         # What a read-back quotes: the caller's words about this day (so the yes to it answers them all), then
         # their other limits.
-        touching = _touching(said if assent is None else said[:assent], d, self.guard.reference)
+        touching = _touching(said if assent is None else said[: assent + 1], d, self.guard.reference)
         binding_said = [*touching, *_binding_statements(said, binding)]
 
         def decision(action: DateAction, why: Why, reason: str, cites: Sequence[Citation]) -> DateDecision:
@@ -377,9 +377,13 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             if not spans and not anaphora:
                 continue
             doubts = set(signals.doubts(clause))
-            if "past" in doubts and not doubts & {"negation", "absence"}:
+            if "past" in doubts and not doubts & {"negation", "absence", "state"}:
                 continue  # what happened: "it was off from the 2nd", "I've had it since March"
             found = extract_constraints(clause, reference)
+            if found and all(c.end is not None and c.end < reference for c in found) and (
+                    doubts & {"negation", "absence", "state"}) and any(
+                    c.start is not None and c.start.day == d.day for c in found):
+                found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
             if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
                 continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
             risky = bool(doubts & {"negation", "absence", "limit", "state"})
