@@ -35,6 +35,9 @@ from voice_agent.core.transcript import EntryKind, TranscriptLane
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _RELATIVE = re.compile(r"\b(?:after|before|next|following|(?:this|that)\s(?:\w+day|day|week|one)|week|fortnight"
                        r"|tomorrow|today|tonight|other|another|instead|later|earlier|one\safter|one\sbefore)\b")
+_LIMIT_KINDS = (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER,
+                ConstraintKind.BEFORE)
+"""Readings that say which days are out (or the earliest or latest allowed), not a window asked for."""
 MAX_READBACK = 6
 """Most caller statements read back in one confirmation (the breaking ones first)."""
 
@@ -365,7 +368,7 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     the 26th" and "26th? no." all touch the 26th; "I rang on the 14th" does not.
     """
     out: list[Citation] = []
-    weekday = WEEKDAY_NAMES[d.weekday()].lower()[:3]
+    weekday = _weekday_stem(d)
     month = d.strftime("%B").lower()
     for s in said:
         if s.kind is not EntryKind.CALLER:
@@ -405,10 +408,15 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     return out
 
 
+def _weekday_stem(d: date) -> str:
+    """The first three letters of ``d``'s weekday ("thu"): every spelling callers and recognisers use starts so."""
+    return WEEKDAY_NAMES[d.weekday()].lower()[:3]
+
+
 def _other_days_only(n: str, d: date) -> bool:
     """Whether the only days a normalised clause names are weekdays or months other than ``d``'s."""
     words = [m.group(0) for m in signals.SPAN_WORD.finditer(n)]
-    weekday, month = WEEKDAY_NAMES[d.weekday()].lower()[:3], d.strftime("%B").lower()[:3]
+    weekday, month = _weekday_stem(d), d.strftime("%B").lower()[:3]
     names = [w for w in words if re.fullmatch(rf"(?:{signals.WEEKDAY_WORDS})", w)
              or re.fullmatch(rf"(?:{signals.MONTH_WORDS})", w)]
     return bool(words) and len(names) == len(words) and not any(w.startswith((weekday, month)) for w in names)
@@ -428,16 +436,14 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))
-    windows = [c for c in found if not c.blocked and c.kind not in (
-        ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER, ConstraintKind.BEFORE)]
+    windows = [c for c in found if not c.blocked and c.kind not in _LIMIT_KINDS]
     if signals.ONLY.search(n) and windows and not any(c.covers(d) for c in windows):
         return False  # "Monday or nothing", "it has to be a Monday": the days named are the only ones
-    weekday = WEEKDAY_NAMES[d.weekday()].lower()[:3]
+    weekday = _weekday_stem(d)
     if away and re.search(rf"\b(?:every|each|on|most)\s{weekday}|\b{weekday}\w*s\b", n):
         return False  # "I'm at the allotment every Thursday": every one of them, not the date the rules picked
     for c in found:
-        if c.kind in (ConstraintKind.EXCLUDE_DATE, ConstraintKind.EXCLUDE_WEEKDAY, ConstraintKind.AFTER,
-                      ConstraintKind.BEFORE) or c.blocked:
+        if c.kind in _LIMIT_KINDS or c.blocked:
             if not c.allows(d):
                 return False
         elif away == c.covers(d):  # away inside the span, or a window (a day asked for) that leaves d out
