@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
 from typing import Any, Protocol
@@ -279,8 +279,6 @@ class ModelDateReader:
     complete: JsonCompleter
     timeout_secs: float = 8.0
     name: str = "model"
-    readings: list[DateReading] = field(default_factory=list)
-    """Every reading made, in order (observable in tests and reports)."""
 
     def __post_init__(self) -> None:
         if self.timeout_secs <= 0:
@@ -304,5 +302,4 @@ class ModelDateReader:
             except Exception as exc:  # whatever the model sent, the call goes on: a reading that fails
                 reading = DateReading(ReadingStatus.FAILED, seconds=time.monotonic() - started,
                                       error=f"reply not checked ({type(exc).__name__}: {exc})", reply=str(reply)[:2000])
-        self.readings.append(reading)
         return reading
