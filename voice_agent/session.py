@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +20,12 @@ from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
-from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction
+from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
-from voice_agent.core.transcript import EntryKind, ToolOutcome
+from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
@@ -333,24 +332,9 @@ class CallSession:
         return decision
 
     def _tool_loop(self, name: str, arguments: Mapping[str, Any]) -> str | None:
-        """Why this call is one too many in its turn (past the cap, or the same refused call again), or None."""
+        """Why this call is one too many in its turn, or None (see :func:`~voice_agent.core.llm_recovery.tool_loop`)."""
         turn = max(self.state.turn, 1)
-        config = self.config.llm_recovery
-        entries = [e for e in self.state.transcript.in_turns(turn, turn)
-                   if e.kind in (EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT)]
-        calls = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_CALL}
-        if len(calls) >= config.max_tool_calls_per_turn:
-            return f"{len(calls)} tool calls in this turn already (the cap is {config.max_tool_calls_per_turn})"
-        same = json.dumps(dict(arguments), sort_keys=True, default=str)
-        refused = sum(
-            1 for e in entries
-            if e.kind is EntryKind.TOOL_RESULT and e.outcome in (ToolOutcome.REJECTED, ToolOutcome.FAILED)
-            and (call := calls.get(e.tool_call_id)) is not None and call.tool_name == name
-            and json.dumps(dict(call.arguments or {}), sort_keys=True, default=str) == same
-        )
-        if refused >= config.max_repeated_refusals:
-            return f"{name} with the same arguments was refused {refused} times in this turn"
-        return None
+        return tool_loop(self.state.transcript.in_turns(turn, turn), name, arguments, self.config.llm_recovery)
 
     def stop_tool_loop(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """Stops a call that is one too many in its turn: recorded, counted as an LLM failure, never run.

@@ -18,8 +18,13 @@ The counts are per call and never reset: an LLM that fails every third turn stil
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 
 
 class FailureKind(StrEnum):
@@ -204,3 +209,30 @@ class LLMRecovery:
         """The transfer tool did not hand the call over: offer a callback instead, and never try again."""
         self.transferred = False
         self.can_transfer = False
+
+
+def tool_loop(
+    turn_entries: Sequence[TranscriptEntry], name: str, arguments: Mapping[str, Any], config: LLMRecoveryConfig
+) -> str | None:
+    """Why a tool call is one too many in its turn, or None when it may go ahead.
+
+    Args:
+        turn_entries: The transcript entries of the turn so far.
+        name: The tool the model calls now.
+        arguments: Its arguments.
+        config: The caps (:attr:`LLMRecoveryConfig.max_tool_calls_per_turn`, ``max_repeated_refusals``).
+    """
+    entries = [e for e in turn_entries if e.kind in (EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT)]
+    calls = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_CALL}
+    if len(calls) >= config.max_tool_calls_per_turn:
+        return f"{len(calls)} tool calls in this turn already (the cap is {config.max_tool_calls_per_turn})"
+    same = json.dumps(dict(arguments), sort_keys=True, default=str)
+    refused = sum(
+        1 for e in entries
+        if e.kind is EntryKind.TOOL_RESULT and e.outcome in (ToolOutcome.REJECTED, ToolOutcome.FAILED)
+        and (call := calls.get(e.tool_call_id)) is not None and call.tool_name == name
+        and json.dumps(dict(call.arguments or {}), sort_keys=True, default=str) == same
+    )
+    if refused >= config.max_repeated_refusals:
+        return f"{name} with the same arguments was refused {refused} times in this turn"
+    return None
