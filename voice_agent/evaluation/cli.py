@@ -758,6 +758,7 @@ def dates_command(
         _fail(f"--reader must be rules, local or llm, got {reader!r}")
     model = None
     if reader != "rules":
+        from voice_agent.domains.billing import billing_domain
         from voice_agent.services.date_reader import make_date_reader
         from voice_agent.services.factory import make_llm
         from voice_agent.settings import SettingsError, load_settings, with_overrides
@@ -765,7 +766,7 @@ def dates_command(
         try:
             settings = with_overrides(load_settings(), dates={"reader": reader,
                                                                   "reader_timeout_secs": reader_timeout})
-            llm = make_llm(settings, _billing_domain()) if reader == "llm" else None
+            llm = make_llm(settings, billing_domain()) if reader == "llm" else None
             model = make_date_reader(settings, llm)
         except SettingsError as exc:
             _fail(str(exc))
@@ -794,12 +795,6 @@ def dates_command(
               for k, met in res["targets"].items() if met is False]
     if strict and missed:
         _fail("targets missed: " + "; ".join(missed), 1)
-
-
-def _billing_domain() -> Any:
-    from voice_agent.domains.billing import billing_domain
-
-    return billing_domain()
 
 
 if __name__ == "__main__":
