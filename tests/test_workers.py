@@ -38,9 +38,9 @@ CALLS_TOKEN = "t" * 24
 
 
 @asynccontextmanager
-async def worker(path: Path, name: str) -> AsyncIterator[tuple[VoiceBridge, str]]:
+async def worker(path: Path, name: str, max_calls: int = 4) -> AsyncIterator[tuple[VoiceBridge, str]]:
     config = ServerConfig(port=0, stack=AudioStack.named("fake").with_script(LINES), idle_timeout_secs=None,
-                          knowledge=False, fleet=LocalFleet(path, name), hand_over=False)
+                          knowledge=False, fleet=LocalFleet(path, name), hand_over=False, max_calls=max_calls)
     settings = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
     async with running_bridge(config, call_factory(settings)) as running:
         yield running
@@ -65,6 +65,23 @@ async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_
         assert fleet is not None
         assert (await fleet.calls())[plan.parameters["call_id"]]["worker"] == "b"
         assert await fleet.busy() == 0
+
+
+async def test_a_full_worker_frees_the_reservations_whose_stream_another_worker_took(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    async with worker(path, "a", max_calls=1) as (bridge_a, url_a), worker(path, "b") as (_bridge_b, url_b):
+        first = tone_caller()
+        plan = await request_twiml(f"{url_a}/voice", first.config, first.call_sid)
+        first.config.ws_token = plan.parameters["token"]
+        result = await first.dial(url_b.replace("http://", "ws://") + "/ws", LINES)
+        assert result.status == "completed", result.render()
+        # Worker a's one slot still holds the first call's reservation: its stream went to b, and its token has
+        # not lapsed. The next caller must get the slot, not the busy line.
+        second = tone_caller()
+        again = await request_twiml(f"{url_a}/voice", second.config, second.call_sid)
+        assert "token" in again.parameters, again
+        first_record = bridge_a.registry.get(plan.parameters["call_id"])
+        assert first_record is not None and first_record.reason == "stream taken by b"
 
 
 async def test_the_local_fleet_cap_counts_every_worker_and_a_lapsed_hold_frees_its_slot(tmp_path: Path) -> None:

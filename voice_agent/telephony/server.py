@@ -470,6 +470,12 @@ class CallRegistry:
         record.state, record.reason, record.ended = "ended", reason, time.time()
         self._by_token.pop(record.token, None)
 
+    @property
+    def reserved(self) -> list[CallRecord]:
+        """Reservations whose stream has not connected here (yet)."""
+        self._expire()
+        return [r for r in self._records.values() if r.state == "reserved"]
+
     def adopt(self, reservation: FleetReservation, token: str, provider_call_id: str) -> CallRecord | str:
         """A stream whose token another worker of the fleet issued: the call is now active here, or why not."""
         if reservation.provider_call_id and reservation.provider_call_id != provider_call_id:
@@ -661,6 +667,8 @@ class VoiceBridge:
             logger.info("webhook: call {} asked to resume here while draining; redirecting", resume[0])
             text, media = retry_instruction(provider, self._action_url(request))
             return Response(text, media_type=media)
+        if not self.draining and self.registry.busy >= self.config.max_calls:
+            await self._forget_streams_taken_elsewhere()
         record = None if self.draining else self.registry.reserve(provider, provider_call_id, resume)
         if record is not None and self.config.fleet is not None and not await self._fleet_reserve(record):
             record = None
@@ -675,6 +683,26 @@ class VoiceBridge:
         logger.info("webhook: call {} reserved{}", record.call_id,
                     f" (resume, leg {record.leg})" if resume is not None else "")
         return Response(text, media_type=media)
+
+    async def _forget_streams_taken_elsewhere(self) -> None:
+        """Frees this worker's reservations whose stream another worker of the fleet took.
+
+        A webhook and its stream often reach different workers; the reservation here would otherwise hold a
+        slot until its token lapsed, and a full worker would turn callers away with its calls running next door.
+        """
+        fleet = self.config.fleet
+        reserved = self.registry.reserved
+        if fleet is None or not reserved:
+            return
+        try:
+            entries = await fleet.calls()
+        except (FleetUnavailable, RedisError) as exc:
+            logger.error("fleet: cannot see which streams other workers took: {}", exc)
+            return
+        for record in reserved:
+            entry = entries.get(record.call_id)
+            if entry is not None and entry.get("state") != "reserved":
+                self.registry.cancel(record, f"stream taken by {entry.get('worker', 'another worker')}")
 
     async def _fleet_reserve(self, record: CallRecord) -> bool:
         """Takes the call's fleet slot and publishes its token; a full fleet (or a Redis failure) refuses it."""
