@@ -4,7 +4,8 @@ The settings (the ``store`` section among them) come from the environment; the c
 (with the redis store) and the calls come from the same functions ``serve`` uses. The scripted
 recogniser hears the scenario's caller lines and the tone TTS speaks fast (0.01 s a word).
 
-Usage: ``python -m tests.fleet_worker PORT TRANSCRIPT_DIR [SCENARIO]``
+Usage: ``python -m tests.fleet_worker PORT TRANSCRIPT_DIR [SCENARIO [STACK]]`` (STACK ``default``: Whisper, Silero
+and Piper, real speech, instead of the fake stack).
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ class WorkerProcess:
         log_path: Where its output goes (None: discarded).
     """
 
-    def __init__(self, env: dict[str, str], records: Path, log_path: Path | None = None) -> None:
+    def __init__(self, env: dict[str, str], records: Path, log_path: Path | None = None,
+                 scenario: str = "billing_dispute", stack: str = "fake") -> None:
         from tests.redis_server import free_port
 
         self.port = free_port()
         self.log_path = log_path
         self._log: IO[str] | None = log_path.open("w") if log_path is not None else None
         out = self._log if self._log is not None else subprocess.DEVNULL
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fleet_worker", str(self.port), str(records)],
-                                     cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fleet_worker", str(self.port), str(records),
+                                      scenario, stack], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def ready(self) -> bool:
         """Whether its ``/readyz`` answers 200."""
@@ -88,7 +90,9 @@ def main() -> None:
     port, records = int(sys.argv[1]), Path(sys.argv[2])
     scenario = load_scenario(sys.argv[3] if len(sys.argv) > 3 else "billing_dispute")
     lines = [t.text for t in scenario.turns if t.speaker == "caller"]
-    stack = replace(AudioStack.named("fake").with_script(lines), tone_secs_per_word=0.01)
+    named = sys.argv[4] if len(sys.argv) > 4 else "fake"
+    stack = (replace(AudioStack.named("fake").with_script(lines), tone_secs_per_word=0.01) if named == "fake"
+             else AudioStack.named(named))
     settings = load_settings()
     config = ServerConfig(port=port, stack=stack, idle_timeout_secs=None, drain_timeout_secs=20, knowledge=False,
                           transcript_dir=records, store=call_store(settings),

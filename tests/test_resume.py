@@ -14,7 +14,7 @@ from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, StoredCall, StoreError, open_store
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator, request_twiml
 from voice_agent.telephony.providers import Provider, stream_instruction
-from voice_agent.telephony.server import ServerConfig, running_bridge
+from voice_agent.telephony.server import FRESH_START_LINE, ServerConfig, running_bridge
 
 LINES = ["Hi, is this the billing line?", "Here it is: ACC-4729-18.", "Thanks, that's all."]
 SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
@@ -48,6 +48,9 @@ def test_the_resume_line_names_the_latest_tool_and_never_an_identifier() -> None
     session.state.start_turn("credit it please")
     session.state.transcript.append_tool_call(1, "lookup_account", "c1", {"account_id": "ACC-4729-18"})
     session.state.transcript.append_tool_call(1, "issue_credit", "c2", {"account_id": "ACC-4729-18"})
+    # Cut before the agent answered: the resumed leg answers that line first and promises only that.
+    assert resume_line(session.state, topics) == "Sorry, we got cut off. I have what you just said; let me answer that."
+    session.state.transcript.append_agent(1, "Done, the credit is on its way.")
     line = resume_line(session.state, topics)
     assert line == "Sorry, we got cut off. We were on the credit for your invoice; I still have everything you told me."
     assert "ACC" not in line
@@ -85,8 +88,10 @@ async def test_a_state_that_does_not_load_starts_the_call_fresh_and_says_why(tmp
     assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
     assert record.call_id == "call-9-abcdef" and record.leg == 2 and record.resumed_at_turn is None
     assert "not valid JSON" in record.extra["resume_problem"]
-    assert not any("cut off" in line for line in record.transcript), "a fresh call does not apologise"
-    assert record.transcript[0] == f"CALLER: {LINES[0]}"
+    # The caller was mid-call: the agent speaks first and claims nothing it lost.
+    assert record.transcript[0] == f"AGENT: {FRESH_START_LINE}"
+    assert not any("I still have everything" in line for line in record.transcript)
+    assert record.transcript[1] == f"CALLER: {LINES[0]}"
 
 
 async def test_a_draining_worker_sends_a_resume_round_again_instead_of_turning_it_away(tmp_path: Path) -> None:
@@ -115,8 +120,18 @@ class BrokenStore(CallStore):
     def find(self, provider_call_id: str) -> StoredCall | None:
         raise StoreError("redis store: read failed: Connection refused")
 
-    def end(self, call_id: str, how: str) -> None:
+    def end(self, call_id: str, how: str, *, leg: int | None = None) -> None:
         raise StoreError("redis store: end failed: Connection refused")
+
+    def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                 resume_key: str = "", returning_key: str = "") -> bool:
+        raise StoreError("redis store: open failed: Connection refused")
+
+    def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        raise StoreError("redis store: renew failed: Connection refused")
+
+    def close_leg(self, call_id: str, leg: int) -> None:
+        raise StoreError("redis store: close failed: Connection refused")
 
     def close(self) -> None:
         pass
@@ -151,3 +166,25 @@ def test_a_resume_replaces_a_leg_that_is_still_closing_on_this_worker() -> None:
     assert ended is not None and not isinstance(registry2.claim(ended.token, "CA2"), str)
     ended.end, ended.reason = EndReason.HUNG_UP.value, "caller hung up"
     assert registry2.reserve(Provider.TWILIO, "CA2", resume=(ended.call_id, 2)) is None
+
+
+async def test_a_stored_call_that_does_not_parse_starts_fresh_and_the_agent_greets_the_caller(tmp_path: Path) -> None:
+    import sqlite3
+
+    cfg = config(tmp_path)
+    emulator = caller()
+    assert cfg.store is not None
+    cfg.store.save("call-5-abcdef", b"{}", turn=3, leg=1, provider_call_id=emulator.call_sid)
+    with sqlite3.connect(tmp_path / "calls.sqlite3") as db:
+        db.execute("UPDATE calls SET leg = 'x' WHERE call_id = 'call-5-abcdef'")  # a field of the wrong type
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        result = await emulator.dial(f"{url}/voice", LINES)
+        for _ in range(100):
+            if bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+    record = bridge.registry.all()[-1]
+    assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
+    assert "unreadable" in record.extra["resume_problem"]
+    assert record.transcript[0] == f"AGENT: {FRESH_START_LINE}", record.transcript[:2]
+    assert result.media_received > 0

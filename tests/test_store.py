@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -78,6 +79,53 @@ def test_save_load_find_end(store: CallStore) -> None:
     # An ended call is never written again (a late save of a worker that lost it changes nothing).
     assert not store.save("call-1", b"late", turn=3, leg=2, provider_call_id="CA1")
     assert store.load("call-1").data == b"two"  # type: ignore[union-attr]
+
+
+def test_one_leg_holds_a_call_at_a_time_and_a_next_leg_opens_once_it_closes_or_lapses(store: CallStore) -> None:
+    assert store.open_leg("call-l", 1, provider_call_id="CAL", lease_secs=30)
+    assert store.save("call-l", b"turn-3", turn=3, leg=1, provider_call_id="CAL")
+    held = store.find("CAL")
+    assert held is not None and held.held(time.time()) and held.data == b"turn-3"
+    # A replayed webhook's stream: neither a second first leg nor a next leg while leg 1 holds the call.
+    assert not store.open_leg("call-replay", 1, provider_call_id="CAL", lease_secs=30)
+    assert not store.open_leg("call-l", 2, provider_call_id="CAL", lease_secs=30)
+    assert store.renew([("call-l", 1)], 30) == []
+    store.close_leg("call-l", 1)  # the stream dropped without a hang-up
+    closed = store.load("call-l")
+    assert closed is not None and not closed.held(time.time()) and closed.status == "live"
+    assert store.open_leg("call-l", 2, provider_call_id="CAL", lease_secs=30)
+    assert not store.open_leg("call-l", 2, provider_call_id="CAL", lease_secs=30)  # two streams raced for leg 2
+    assert store.renew([("call-l", 1), ("call-l", 2)], 30) == ["call-l"]  # leg 1 lost the call
+    assert not store.save("call-l", b"leg1-late", turn=4, leg=1, provider_call_id="CAL")
+    # A leg that lapsed (its worker was killed) lets the next one in.
+    assert store.renew([("call-l", 2)], 0.05) == []
+    time.sleep(0.1)
+    assert store.open_leg("call-l", 3, provider_call_id="CAL", lease_secs=30)
+    store.end("call-l", "hung up", leg=3)
+    assert not store.open_leg("call-l", 4, provider_call_id="CAL", lease_secs=30)  # an ended call never resumes
+    assert store.load("call-l").data == b"turn-3"  # type: ignore[union-attr]
+
+
+def test_the_previous_legs_key_opens_the_next_leg_at_once_and_nothing_else_does(store: CallStore) -> None:
+    assert store.open_leg("call-k", 1, provider_call_id="CAK", lease_secs=30, resume_key="key-1")
+    assert store.load("call-k").resume_key == "key-1"  # type: ignore[union-attr]
+    assert not store.open_leg("call-k", 2, provider_call_id="CAK", lease_secs=30, returning_key="key-0")
+    assert not store.open_leg("call-k", 2, provider_call_id="CAK", lease_secs=30)
+    assert store.open_leg("call-k", 2, provider_call_id="CAK", lease_secs=30, resume_key="key-2",
+                          returning_key="key-1")  # leg 1 still held its lease: the provider says its stream ended
+    assert not store.open_leg("call-k", 3, provider_call_id="CAK", lease_secs=30, returning_key="key-1")
+    assert store.renew([("call-k", 1)], 30) == ["call-k"]
+
+
+def test_the_end_of_a_leg_that_lost_the_call_is_recorded_once_no_leg_holds_it(store: CallStore) -> None:
+    assert store.open_leg("call-e", 1, provider_call_id="CAE", lease_secs=0.05)
+    time.sleep(0.1)  # leg 1 stalled past its lease
+    assert store.open_leg("call-e", 2, provider_call_id="CAE", lease_secs=30)
+    store.end("call-e", "hung up", leg=1)  # leg 2 runs the call: leg 1 cannot end it under it
+    assert store.load("call-e").status == "live"  # type: ignore[union-attr]
+    store.close_leg("call-e", 2)
+    store.end("call-e", "hung up", leg=1)
+    assert store.load("call-e").status == "ended"  # type: ignore[union-attr]
 
 
 def test_an_older_leg_cannot_overwrite_the_worker_that_took_the_call_over(store: CallStore) -> None:
@@ -289,8 +337,6 @@ async def test_after_a_resume_the_date_guard_still_reads_what_was_said_before_it
 
 
 def test_the_sqlite_store_and_its_journal_files_are_the_owners_alone(tmp_path: Path) -> None:
-    import stat
-
     from voice_agent.store.sqlite import SQLiteCallStore
 
     old = os.umask(0o022)
@@ -303,3 +349,39 @@ def test_the_sqlite_store_and_its_journal_files_are_the_owners_alone(tmp_path: P
         store.close()
     finally:
         os.umask(old)
+
+
+def test_a_stored_call_whose_fields_do_not_parse_is_reported_as_unreadable(
+        store: CallStore, store_spec: tuple[str, dict[str, str]]) -> None:
+    from voice_agent.store import UnreadableCall
+
+    assert store.save("call-bad", b"{}", turn=2, leg=1, provider_call_id="CABAD")
+    backend, kwargs = store_spec
+    if backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(kwargs["path"]) as db:
+            db.execute("UPDATE calls SET leg = 'two' WHERE call_id = 'call-bad'")
+    else:
+        import redis
+
+        redis.Redis.from_url(kwargs["url"]).hset("va:call:call-bad", "leg", "two")
+    with pytest.raises(UnreadableCall, match="call-bad unreadable"):
+        store.find("CABAD")
+
+
+def test_a_sqlite_store_whose_file_is_deleted_mid_call_reopens_it_and_keeps_saving(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite3"
+    store = open_store("sqlite", path=path)
+    assert store is not None
+    assert store.save("call-1", b"turn-1", turn=1, leg=1, provider_call_id="CA1")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)  # an operator's cleanup, mid-call
+    assert store.save("call-1", b"turn-2", turn=2, leg=1, provider_call_id="CA1")
+    other = open_store("sqlite", path=path)  # what another process (the next leg) reads
+    assert other is not None
+    stored = other.find("CA1")
+    assert stored is not None and stored.data == b"turn-2"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    other.close()
+    store.close()

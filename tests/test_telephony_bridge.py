@@ -121,6 +121,25 @@ async def test_health_readiness_and_call_listing() -> None:
         assert body["calls"][0]["state"] == "reserved" and "transcript" not in body["calls"][0]
 
 
+async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_path: Path) -> None:
+    import contextlib
+
+    from voice_agent.telephony.fleet import Fleet
+
+    from .redis_server import redis_server
+
+    with contextlib.ExitStack() as redis:
+        fleet = Fleet(redis.enter_context(redis_server(tmp_path)), "w1")
+        async with running_bridge(config(fleet=fleet), factory()) as (_bridge, url), \
+                aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/readyz") as reply:
+                assert reply.status == 200 and (await reply.json())["status"] == "ready"
+            redis.close()  # redis-server stops
+            async with http.get(f"{url}/readyz") as reply:
+                body = await reply.json()
+            assert reply.status == 503 and body["status"] == "store unreachable" and "fleet" in body["error"], body
+
+
 async def test_a_fake_audio_call_reaches_the_right_account(tmp_path: Path) -> None:
     async with running_bridge(config(transcript_dir=tmp_path), factory()) as (bridge, url):
         result = await emulator().dial(f"{url}/voice", LINES)

@@ -710,3 +710,22 @@ def test_variables_read_outside_the_settings_are_allowed(monkeypatch: pytest.Mon
         monkeypatch.setenv(name, "3" if "__" in name else "x")
     settings = load_settings()
     assert settings.policy.keep == 3 and settings.call.ledger_capacity == 3
+
+
+def test_one_address_sending_bare_webhooks_cannot_hold_every_slot_against_another() -> None:
+    """Development mode: unsigned webhooks cost nothing, so one address keeps at most its fair share."""
+    from voice_agent.telephony.providers import Provider
+    from voice_agent.telephony.server import CallRegistry
+
+    registry = CallRegistry(max_calls=2, token_ttl=10, grace=3.0)
+    flood = [registry.reserve(Provider.TWILIO, f"CAF{i}", address="10.0.0.66") for i in range(2)]
+    assert all(flood) and registry.busy == 2
+    caller = registry.reserve(Provider.TWILIO, "CAREAL", address="10.0.0.7")  # every slot fresh, all the flood's
+    assert caller is not None and flood[1] is not None and flood[1].state == "ended"
+    # The flood goes on: one slot each now, so neither address takes the other's young reservation.
+    assert registry.reserve(Provider.TWILIO, "CAF9", address="10.0.0.66") is None
+    assert caller.state == "reserved"
+    # Signed webhooks (no address) keep the rule as it was: only stale reservations are taken over.
+    signed = CallRegistry(max_calls=1, token_ttl=10, grace=3.0)
+    assert signed.reserve(Provider.TWILIO, "CAS1") is not None
+    assert signed.reserve(Provider.TWILIO, "CAS2") is None

@@ -133,6 +133,56 @@ def test_serve_with_two_workers_answers_calls_from_both_on_one_port_and_a_hang_u
         kill_tree(proc)
 
 
+SMOKE_LINES = [
+    "Hi, is this the billing line?", "I've got a problem with my bill. Something has been charged twice.",
+    "My account number is ACC-4729-18.", "Can you pull up my invoices? It's the October one that's wrong.",
+    "On the October invoice, the same thing was charged twice. Please open a dispute for the duplicate charge.",
+    "What hours are your lines open?",
+]
+
+
+def test_kill_9_of_one_of_two_workers_during_20_calls_is_not_an_outage(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+           "VOICE_AGENT_STORE__BACKEND": "sqlite", "VOICE_AGENT_STORE__PATH": str(tmp_path / "calls.sqlite3"),
+           "VOICE_AGENT_CALLS_TOKEN": CALLS_TOKEN}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", APP, "serve", "--port", str(port), "--stack", "fake", "--workers", "2",
+             "--no-knowledge", "--script", "bridge_smoke", "--max-calls", "20", "--drain-timeout", "5"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    try:
+        wait_for(log, "ready (2/2)", proc)
+        first = sorted(psutil.Process(proc.pid).children(), key=lambda c: c.create_time())[0]  # worker-0
+
+        async def run() -> list[CallResult]:
+            dialled = [asyncio.create_task(tone_caller().dial(f"http://127.0.0.1:{port}/voice", SMOKE_LINES,
+                                                              max_legs=6)) for _ in range(20)]
+            # Killed once its calls are under way (each has a stored turn or two).
+            deadline = time.monotonic() + 60
+            while sum(1 for e in fleet_calls(port).values()
+                      if e["worker"].endswith("/0") and e["state"] == "active") < 3:
+                assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0)
+            first.kill()
+            return list(await asyncio.gather(*dialled))
+
+        results = asyncio.run(run())
+        whole = [r for r in results if r.status == "completed" and len(r.turns) == len(SMOKE_LINES)
+                 and all(t.latency_ms is not None for t in r.turns)]
+        resumed = [r for r in results if r.legs > 1]
+        report = "\n".join(r.render() for r in results if r not in whole)
+        assert len(whole) >= 19, f"{len(whole)}/20 whole\n{report}\n{log.read_text(errors='replace')[-3000:]}"
+        assert resumed, "no call ran on the killed worker"
+        assert "worker-0 (pid" in log.read_text() and "restarting it" in log.read_text()
+        wait_for(log, "worker-0 ready (2/2)", proc)  # its replacement serves again
+    finally:
+        kill_tree(proc)
+
+
 def test_a_second_serve_on_a_port_shared_with_reuse_port_is_refused_before_forking() -> None:
     from typer.testing import CliRunner
 
@@ -153,13 +203,15 @@ def test_a_second_serve_on_a_port_shared_with_reuse_port_is_refused_before_forki
 SUPERVISOR = """
 import os, signal, socket, sys, time
 from voice_agent.telephony.workers import run_workers
-mode = sys.argv[1]
+mode, marker = sys.argv[1], sys.argv[2]
 sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(8)
 def worker(slot):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     slot.ready()
     print(f"pid {slot.index} {os.getpid()}", flush=True)
-    if mode == "die" and slot.index == 0:
+    first = not os.path.exists(marker)
+    if slot.index == 0 and (mode == "die" or (mode == "die-once" and first)):
+        open(marker, "w").close()
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGKILL)
     while True:
@@ -170,14 +222,18 @@ sys.exit(run_workers(2, sock, worker))
 
 def supervisor(mode: str, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-c", SUPERVISOR, mode], cwd=ROOT, stdout=out, stderr=out,
+        return subprocess.Popen([sys.executable, "-c", SUPERVISOR, mode, str(log.with_suffix(".died"))], cwd=ROOT,
+                                stdout=out, stderr=out,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def worker_pids(log: Path, proc: subprocess.Popen[bytes]) -> list[int]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        pids = dict(line.split()[1:] for line in log.read_text().splitlines() if line.startswith("pid "))
+        pids: dict[str, str] = {}
+        for line in log.read_text().splitlines():
+            if line.startswith("pid "):
+                pids.setdefault(*line.split()[1:])  # each index's first process
         if len(pids) == 2:
             return [int(pids["0"]), int(pids["1"])]  # by worker index
         assert proc.poll() is None or len(pids) == 2, log.read_text()
@@ -199,14 +255,36 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
         kill_tree(proc)
 
 
-def test_a_worker_that_dies_stops_the_others_and_the_supervisor_exits_128_plus_its_signal(tmp_path: Path) -> None:
+def test_a_worker_killed_by_sigkill_is_forked_again_and_the_others_go_on(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    proc = supervisor("die-once", log)
+    try:
+        pids = worker_pids(log, proc)
+        deadline = time.monotonic() + 20
+        while log.read_text().count("pid 0 ") < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        out = log.read_text()
+        assert f"worker-0 (pid {pids[0]}) killed by SIGKILL; restarting it (1 in the last minute)" in out, out
+        assert psutil.Process(pids[1]).status() != psutil.STATUS_ZOMBIE  # the other worker never stopped
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        kill_tree(proc)
+
+
+def test_a_crash_looping_worker_stops_the_others_and_the_supervisor_exits_128_plus_its_signal(
+        tmp_path: Path) -> None:
+    from voice_agent.telephony.workers import RESTARTS_PER_MINUTE
+
     log = tmp_path / "out.log"
     proc = supervisor("die", log)
     try:
         pids = worker_pids(log, proc)
-        assert proc.wait(timeout=20) == 128 + signal.SIGKILL, log.read_text()
+        assert proc.wait(timeout=30) == 128 + signal.SIGKILL, log.read_text()
         out = log.read_text()
-        assert f"worker-0 (pid {pids[0]}) killed by SIGKILL; stopping the other workers" in out
+        assert out.count("killed by SIGKILL; restarting it") == RESTARTS_PER_MINUTE, out
+        assert f"killed by SIGKILL {RESTARTS_PER_MINUTE + 1} times in a minute; stopping the other workers" in out
         assert not psutil.pid_exists(pids[1]) or psutil.Process(pids[1]).status() == psutil.STATUS_ZOMBIE
     finally:
         kill_tree(proc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,8 @@ class CallSession:
         # Set by the retrieval stage at the caller's final words, before the turn opens.
         self.pending_retrieval: dict[str, Any] = {}
         self.retrieval_by_turn: dict[int, dict[str, Any]] = {}
+        # Awaited with the turn number once the caller's words have opened it, before any answer.
+        self.turn_opened_hooks: list[Callable[[int], Awaitable[None]]] = []
         self.summary_passes: list[SummaryPass] = []
         self.background_passes = BackgroundPasses(self.state, self.summary_passes.append)
         self.guard_events: list[GuardEvent] = []
@@ -205,6 +207,9 @@ class CallSession:
             text = text[:MAX_UTTERANCE_CHARS]
         turn = self.state.start_turn(text)
         self._ledger_caller_identifiers(turn, text)
+        for hook in self.turn_opened_hooks:
+            # Before the answer: a served call saves the caller's line here, so a crash mid-answer keeps it.
+            await hook(turn)
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}

@@ -26,8 +26,24 @@ def resume_topic(state: CallState, topics: Mapping[str, str]) -> str:
     return DEFAULT_TOPIC
 
 
+def unanswered(state: CallState) -> bool:
+    """Whether the caller's last line got no complete answer: the call was cut before the agent finished it.
+
+    The caller's line is saved when it opens its turn, before the agent answers; an answer said in full
+    is saved at the end of the turn. So a last turn with caller words and no agent line (or only one the
+    caller cut off) was never answered as far as the call knows.
+    """
+    entries = state.transcript.in_turns(state.turn, state.turn) if state.turn else []
+    if not any(e.kind is EntryKind.CALLER for e in entries):
+        return False
+    return not any(e.kind is EntryKind.AGENT and not e.interrupted for e in entries)
+
+
 def resume_line(state: CallState, topics: Mapping[str, str]) -> str:
     """The apology a resumed call opens with, e.g. "Sorry, we got cut off. We were on the credit for your invoice."."""
+    if unanswered(state):
+        # The agent answers that line next (the resumed leg runs the model on it): promise only that.
+        return "Sorry, we got cut off. I have what you just said; let me answer that."
     topic = resume_topic(state, topics)
     if topic == DEFAULT_TOPIC:
         return "Sorry, we got cut off. I still have everything you told me, so let's carry on where we left off."

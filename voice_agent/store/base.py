@@ -8,6 +8,11 @@ Every save replaces the whole state in one atomic operation (one SQLite transact
 script), so a reader sees the previous state or the new one, never a mix. A save from an older leg
 than the stored one is refused: a worker that lost the call (a network split, a slow drain) cannot
 overwrite what the worker now running it wrote.
+
+A leg runs under a **lease**: the worker whose stream starts opens the leg (:meth:`CallStore.open_leg`),
+renews its lease while the stream runs and closes it when the stream ends. Only one leg holds a call at
+a time: a new leg opens only once the previous one closed or its lease lapsed (its worker died), so a
+replayed webhook cannot start a second leg beside the live one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ class StoreError(RuntimeError):
     """The store cannot be reached or written (one line: what and why)."""
 
 
+class UnreadableCall(StoreError):
+    """A stored call whose fields do not parse (a corrupted row or hash): the call starts fresh."""
+
+
 @dataclass(frozen=True)
 class StoredCall:
     """One call as the store holds it.
@@ -38,6 +47,9 @@ class StoredCall:
         end: How it ended, when ended.
         data: The encoded state.
         updated: When it was written (epoch seconds).
+        lease_until: Until when the leg running the call holds it (epoch seconds; 0: no leg runs it now).
+        resume_key: The secret the latest leg gave the provider to come back with (in its action URL): only a
+            request carrying it may resume the call ("": none recorded).
     """
 
     call_id: str
@@ -48,6 +60,12 @@ class StoredCall:
     end: str
     data: bytes
     updated: float
+    lease_until: float = 0.0
+    resume_key: str = ""
+
+    def held(self, now: float) -> bool:
+        """Whether a leg is running the call now (its lease has not lapsed)."""
+        return self.status == "live" and self.lease_until > now
 
 
 class CallStore(ABC):
@@ -75,8 +93,41 @@ class CallStore(ABC):
     def end(self, call_id: str, how: str, *, leg: int | None = None) -> None:
         """Marks the call ended (``how``: the record's end, e.g. ``hung up``): it is never resumed.
 
-        With ``leg``, only when no later leg owns the call: a worker that lost the call cannot end it
-        under the worker now running it.
+        With ``leg``, only when no later leg holds the call: a worker that lost the call cannot end it
+        under a leg now running it, but the end of a leg that lost its right to save is still recorded
+        when no other leg runs the call.
+        """
+
+    @abstractmethod
+    def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                 resume_key: str = "", returning_key: str = "") -> bool:
+        """Takes the call for ``leg`` under a lease, recording its ``resume_key``; False when it cannot be taken.
+
+        Granted to the first leg of a call the store does not know (unless another live call holds the
+        same provider call id), or to a later leg of a live call once the previous leg closed its lease
+        or let it lapse, or at once when ``returning_key`` is the previous leg's resume key: only the
+        provider knows it, and it asks for the action URL when that leg's stream has ended (a worker
+        killed, a half-open connection), so the previous leg's lease no longer stands. Refused while
+        another leg holds it, for an ended call, and for a leg that is not later than the stored one.
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        """Extends the leases of ``(call id, leg)`` pairs this worker runs; the call ids whose leg lost the call.
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def close_leg(self, call_id: str, leg: int) -> None:
+        """Gives up the lease of ``leg`` (its stream ended; the call may resume on a next leg at once).
+
+        Raises:
+            StoreError: The store failed.
         """
 
     @abstractmethod

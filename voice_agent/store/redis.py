@@ -1,7 +1,7 @@
 """The Redis call store: the state of every call of a fleet of workers in one ``redis-server``.
 
 A call is one hash ``va:call:<call_id>`` (fields ``leg``, ``turn``, ``status``, ``end``, ``pcid``,
-``data``, ``updated``) plus ``va:pcall:<provider call id>`` naming it. A save is one Lua script,
+``data``, ``updated``, ``lease``, ``rkey``) plus ``va:pcall:<provider call id>`` naming it. A save is one Lua script,
 which Redis runs atomically: the leg check and the write happen together or not at all, and a
 reader never sees a half-written hash. Keys expire ``retention_secs`` after their last write.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from voice_agent.store.base import CallStatus, CallStore, StoredCall, StoreError
+from voice_agent.store.base import CallStatus, CallStore, StoredCall, StoreError, UnreadableCall
 
 PREFIX = "va:"
 
@@ -21,8 +21,47 @@ PREFIX = "va:"
 _END = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
-if tonumber(ARGV[3]) >= 0 and tonumber(ARGV[3]) < leg then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'ended', 'end', ARGV[1], 'updated', ARGV[2])
+local lease = tonumber(redis.call('HGET', KEYS[1], 'lease') or '0')
+if tonumber(ARGV[3]) >= 0 and tonumber(ARGV[3]) < leg and lease > tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'ended', 'end', ARGV[1], 'updated', ARGV[2], 'lease', '0')
+return 1
+"""
+# Opens leg ARGV[1] under a lease until ARGV[3] (ARGV[2]: now); KEYS[2]: the provider call id's key.
+_OPEN_LEG = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
+  local lease = tonumber(redis.call('HGET', KEYS[1], 'lease') or '0')
+  local returning = ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'rkey') == ARGV[9]
+  if redis.call('HGET', KEYS[1], 'status') == 'ended' or tonumber(ARGV[1]) <= leg or
+     (lease > tonumber(ARGV[2]) and not returning) then
+    return 0
+  end
+  redis.call('HSET', KEYS[1], 'leg', ARGV[1], 'lease', ARGV[3], 'updated', ARGV[2], 'rkey', ARGV[8])
+  return 1
+end
+if ARGV[4] ~= '' then
+  local other = redis.call('GET', KEYS[2])
+  if other and other ~= ARGV[6] then
+    local okey = ARGV[7] .. other
+    if redis.call('HGET', okey, 'status') == 'live' and
+       tonumber(redis.call('HGET', okey, 'lease') or '0') > tonumber(ARGV[2]) then
+      return 0
+    end
+  end
+  redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[5])
+end
+redis.call('HSET', KEYS[1], 'leg', ARGV[1], 'turn', '0', 'status', 'live', 'pcid', ARGV[4], 'data', '',
+           'updated', ARGV[2], 'lease', ARGV[3], 'rkey', ARGV[8])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+_RENEW = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'live' or redis.call('HGET', KEYS[1], 'leg') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'lease', ARGV[2])
+return 1
+"""
+_CLOSE_LEG = """
+if redis.call('HGET', KEYS[1], 'leg') == ARGV[1] then redis.call('HSET', KEYS[1], 'lease', '0') end
 return 1
 """
 _SAVE = """
@@ -60,6 +99,9 @@ class RedisCallStore(CallStore):
             raise StoreError(f"redis store {url}: {exc}") from None
         self._save = self.client.register_script(_SAVE)
         self._end = self.client.register_script(_END)
+        self._open_leg = self.client.register_script(_OPEN_LEG)
+        self._renew = self.client.register_script(_RENEW)
+        self._close_leg = self.client.register_script(_CLOSE_LEG)
 
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """See :meth:`CallStore.save`."""
@@ -97,6 +139,38 @@ class RedisCallStore(CallStore):
         except redis.RedisError as exc:
             raise StoreError(f"redis store {self.url}: end failed: {exc}") from None
 
+    def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                 resume_key: str = "", returning_key: str = "") -> bool:
+        """See :meth:`CallStore.open_leg`."""
+        now = time.time()
+        keys = [f"{PREFIX}call:{call_id}", f"{PREFIX}pcall:{provider_call_id or ''}"]
+        try:
+            done = self._open_leg(keys=keys, args=[leg, now, now + lease_secs, provider_call_id or "", self._ttl,
+                                                   call_id, f"{PREFIX}call:", resume_key,
+                                                   returning_key])
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: opening leg {leg} failed: {exc}") from None
+        return bool(done)
+
+    def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        """See :meth:`CallStore.renew`."""
+        until = time.time() + lease_secs
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for call_id, leg in legs:
+                self._renew(keys=[f"{PREFIX}call:{call_id}"], args=[leg, until], client=pipe)
+            held = pipe.execute()
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: lease renewal failed: {exc}") from None
+        return [call_id for (call_id, _leg), ok in zip(legs, held, strict=True) if not ok]
+
+    def close_leg(self, call_id: str, leg: int) -> None:
+        """See :meth:`CallStore.close_leg`."""
+        try:
+            self._close_leg(keys=[f"{PREFIX}call:{call_id}"], args=[leg])
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: closing leg {leg} failed: {exc}") from None
+
     def close(self) -> None:
         """See :meth:`CallStore.close`."""
         self.client.close()
@@ -107,6 +181,10 @@ def _stored(call_id: str, fields: dict[bytes, bytes]) -> StoredCall:
         value: Any = fields.get(name.encode())
         return value.decode() if value is not None else default
 
-    status: CallStatus = "ended" if text("status") == "ended" else "live"
-    return StoredCall(call_id, text("pcid") or None, int(text("leg", "1")), int(text("turn", "0")), status,
-                      text("end"), fields[b"data"], float(text("updated", "0")))
+    try:
+        status: CallStatus = "ended" if text("status") == "ended" else "live"
+        return StoredCall(call_id, text("pcid") or None, int(text("leg", "1")), int(text("turn", "0")), status,
+                          text("end"), fields[b"data"], float(text("updated", "0")), float(text("lease", "0")),
+                          text("rkey"))
+    except (TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise UnreadableCall(f"redis store: stored call {call_id} unreadable: {exc}") from None

@@ -8,13 +8,16 @@ writes, never the file's consistency.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
-from voice_agent.store.base import CallStore, StoredCall, StoreError
+from loguru import logger
+
+from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -25,7 +28,9 @@ CREATE TABLE IF NOT EXISTS calls (
     status TEXT NOT NULL DEFAULT 'live',
     end_how TEXT NOT NULL DEFAULT '',
     data BLOB NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    lease_until REAL NOT NULL DEFAULT 0,
+    resume_key TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS calls_by_provider_call ON calls (provider_call_id);
 """
@@ -47,6 +52,10 @@ class SQLiteCallStore(CallStore):
     def __init__(self, path: Path, *, retention_secs: float = 86400.0) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._db, self._identity = self._open(path, retention_secs)
+
+    @staticmethod
+    def _open(path: Path, retention_secs: float) -> tuple[sqlite3.Connection, tuple[int, int]]:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Callers' words live here: the file is the owner's alone (SQLite gives its -wal and -shm files the
@@ -54,18 +63,47 @@ class SQLiteCallStore(CallStore):
             os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             os.chmod(path, 0o600)
             # One connection shared by the worker threads the server calls from, behind a lock.
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._db.execute("DELETE FROM calls WHERE updated < ?", (time.time() - retention_secs,))
+            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+            if "lease_until" not in columns:  # a file written before leases
+                db.execute("ALTER TABLE calls ADD COLUMN lease_until REAL NOT NULL DEFAULT 0")
+            if "resume_key" not in columns:
+                db.execute("ALTER TABLE calls ADD COLUMN resume_key TEXT NOT NULL DEFAULT ''")
+            db.execute("DELETE FROM calls WHERE updated < ?", (time.time() - retention_secs,))
+            stat = os.stat(path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"sqlite store {path}: {exc}") from None
+        return db, (stat.st_dev, stat.st_ino)
+
+    def _same_file(self) -> None:
+        """Reopens the store when its file was deleted or replaced under it (call under the lock).
+
+        SQLite keeps writing into a deleted file without an error, and no other process would ever read
+        those saves; a new file at the path keeps the next saves (each holds the whole call) resumable.
+        """
+        try:
+            stat = os.stat(self.path)
+            if (stat.st_dev, stat.st_ino) == self._identity:
+                return
+            why = "replaced"
+        except FileNotFoundError:
+            why = "deleted"
+        except OSError as exc:
+            raise StoreError(f"sqlite store {self.path}: cannot check the file: {exc}") from None
+        logger.error("sqlite store {}: the file was {} while in use; reopening it (earlier saves are gone)",
+                     self.path, why)
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        self._db, self._identity = self._open(self.path, retention_secs=float("inf"))
 
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """See :meth:`CallStore.save`."""
         try:
             with self._lock:
+                self._same_file()
                 cursor = self._db.execute(
                     "INSERT INTO calls (call_id, provider_call_id, leg, turn, status, data, updated) "
                     "VALUES (?, ?, ?, ?, 'live', ?, ?) "
@@ -82,14 +120,81 @@ class SQLiteCallStore(CallStore):
         try:
             with self._lock:
                 row = self._db.execute(
-                    "SELECT call_id, provider_call_id, leg, turn, status, end_how, data, updated FROM calls "
-                    f"WHERE {where} = ? ORDER BY updated DESC LIMIT 1", (value,),
+                    "SELECT call_id, provider_call_id, leg, turn, status, end_how, data, updated, lease_until, "
+                    "resume_key "
+                    f"FROM calls WHERE {where} = ? ORDER BY updated DESC LIMIT 1", (value,),
                 ).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: read failed: {exc}") from None
         if row is None:
             return None
-        return StoredCall(row[0], row[1], int(row[2]), int(row[3]), row[4], row[5], bytes(row[6]), float(row[7]))
+        try:
+            return StoredCall(str(row[0]), row[1], int(row[2]), int(row[3]), "ended" if row[4] == "ended" else "live",
+                              str(row[5]), bytes(row[6]), float(row[7]), float(row[8]), str(row[9]))
+        except (TypeError, ValueError) as exc:
+            raise UnreadableCall(f"sqlite store {self.path}: stored call {row[0]} unreadable: {exc}") from None
+
+    def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                 resume_key: str = "", returning_key: str = "") -> bool:
+        """See :meth:`CallStore.open_leg`."""
+        now = time.time()
+        try:
+            with self._lock:
+                self._same_file()
+                self._db.execute("BEGIN IMMEDIATE")  # the check and the write are one step for every process
+                try:
+                    granted = self._may_open(call_id, leg, provider_call_id, now, returning_key)
+                    if granted:
+                        self._db.execute(
+                            "INSERT INTO calls (call_id, provider_call_id, leg, turn, status, data, updated, "
+                            "lease_until, resume_key) VALUES (?, ?, ?, 0, 'live', x'', ?, ?, ?) "
+                            "ON CONFLICT (call_id) DO UPDATE SET leg = excluded.leg, updated = excluded.updated, "
+                            "lease_until = excluded.lease_until, resume_key = excluded.resume_key",
+                            (call_id, provider_call_id, leg, now, now + lease_secs, resume_key),
+                        )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                return granted
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: opening leg {leg} failed: {exc}") from None
+
+    def _may_open(self, call_id: str, leg: int, provider_call_id: str | None, now: float, returning_key: str) -> bool:
+        row = self._db.execute("SELECT leg, status, lease_until, resume_key FROM calls WHERE call_id = ?",
+                               (call_id,)).fetchone()
+        if row is not None:
+            released = float(row[2]) <= now or (bool(returning_key) and returning_key == row[3])
+            return bool(row[1] == "live" and leg > int(row[0]) and released)
+        if provider_call_id is None:
+            return True
+        # A first leg under a provider call id another live call holds: a replayed first webhook.
+        other = self._db.execute("SELECT 1 FROM calls WHERE provider_call_id = ? AND status = 'live' "
+                                 "AND lease_until > ?", (provider_call_id, now)).fetchone()
+        return other is None
+
+    def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        """See :meth:`CallStore.renew`."""
+        lost: list[str] = []
+        until = time.time() + lease_secs
+        try:
+            with self._lock:
+                for call_id, leg in legs:
+                    cursor = self._db.execute("UPDATE calls SET lease_until = ? WHERE call_id = ? AND leg = ? "
+                                              "AND status = 'live'", (until, call_id, leg))
+                    if cursor.rowcount != 1:
+                        lost.append(call_id)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: lease renewal failed: {exc}") from None
+        return lost
+
+    def close_leg(self, call_id: str, leg: int) -> None:
+        """See :meth:`CallStore.close_leg`."""
+        try:
+            with self._lock:
+                self._db.execute("UPDATE calls SET lease_until = 0 WHERE call_id = ? AND leg = ?", (call_id, leg))
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: closing leg {leg} failed: {exc}") from None
 
     def load(self, call_id: str) -> StoredCall | None:
         """See :meth:`CallStore.load`."""
@@ -103,9 +208,10 @@ class SQLiteCallStore(CallStore):
         """See :meth:`CallStore.end`."""
         try:
             with self._lock:
-                self._db.execute("UPDATE calls SET status = 'ended', end_how = ?, updated = ? "
-                                 "WHERE call_id = ? AND (? IS NULL OR leg <= ?)",
-                                 (how, time.time(), call_id, leg, leg))
+                now = time.time()
+                self._db.execute("UPDATE calls SET status = 'ended', end_how = ?, updated = ?, lease_until = 0 "
+                                 "WHERE call_id = ? AND (? IS NULL OR leg <= ? OR lease_until <= ?)",
+                                 (how, now, call_id, leg, leg, now))
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: end failed: {exc}") from None
 

@@ -21,6 +21,7 @@ import asyncio
 import base64
 import binascii
 import json
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from enum import StrEnum
@@ -63,6 +64,9 @@ class EndReason(StrEnum):
     ENDED = "ended"
     HANDED_OVER = "handed over"
     """A drain saved the call and closed its stream so the provider brings it back to another worker."""
+    STREAM_LOST = "stream lost"
+    """No media from the provider for a lease (a half-open connection), or a later leg took the call: the
+    stream is given up and the provider may bring the call back."""
 
 
 CLOSE_CODES: dict[EndReason, int] = {
@@ -72,6 +76,7 @@ CLOSE_CODES: dict[EndReason, int] = {
     EndReason.ENDED: 1000,
     EndReason.DRAINED: 1001,
     EndReason.HANDED_OVER: 1012,
+    EndReason.STREAM_LOST: 1001,
     EndReason.VIOLATION: 1008,
     EndReason.SLOW_CLIENT: 1008,
     EndReason.SERVER_ERROR: 1011,
@@ -124,6 +129,8 @@ class GuardedSerializer(FrameSerializer):
         self.media_messages = 0
         self.dtmf: list[str] = []
         self.stopped = False
+        self.last_inbound = time.monotonic()
+        """When the provider last sent anything (a live stream sends media every 20 ms, silence included)."""
         self._closing = False
         self._media_frame = _media_decoder(inner)
 
@@ -146,6 +153,7 @@ class GuardedSerializer(FrameSerializer):
 
         Never raises: whatever a client sends, the transport's receive loop (the call) goes on.
         """
+        self.last_inbound = time.monotonic()
         try:
             return await self._deserialize(data)
         except Exception as exc:  # a gap in the checks below must still cost one message, not the call

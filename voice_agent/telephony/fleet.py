@@ -51,12 +51,16 @@ class FleetReservation:
         provider: The provider's name.
         provider_call_id: The provider's call id.
         leg: The call's leg (1: new; more: a resume).
+        resume_key: The key the webhook put in the leg's action URL (the worker running the leg records it).
+        returning_key: The previous leg's key the provider came back with ("" for a new call).
     """
 
     call_id: str
     provider: str
     provider_call_id: str | None
     leg: int
+    resume_key: str = ""
+    returning_key: str = ""
 
 
 def fleet_for(store_backend: str, url: str | None, worker: str, max_calls: int = 0) -> Fleet | None:
@@ -96,7 +100,9 @@ class Fleet:
         if not taken:
             return False
         data = json.dumps({"call_id": reservation.call_id, "provider": reservation.provider,
-                           "provider_call_id": reservation.provider_call_id, "leg": reservation.leg})
+                           "provider_call_id": reservation.provider_call_id, "leg": reservation.leg,
+                           "resume_key": reservation.resume_key,
+                           "returning_key": reservation.returning_key})
         await self.client.set(f"{PREFIX}token:{token}", data, px=max(1, int(ttl_secs * 1000)))
         await self._register(reservation.call_id, "reserved", reservation.leg)
         return True
@@ -116,7 +122,9 @@ class Fleet:
         try:
             data = json.loads(raw)
             reservation = FleetReservation(str(data["call_id"]), str(data["provider"]), data.get("provider_call_id"),
-                                           int(data["leg"]))
+                                           int(data["leg"]),
+                                           str(data.get("resume_key", "")),
+                                           str(data.get("returning_key", "")))
         except (ValueError, KeyError, TypeError) as exc:
             logger.error("fleet: stream token {}... holds no reservation ({}: {}); refused", token[:6],
                          type(exc).__name__, exc)

@@ -76,7 +76,9 @@ class LocalFleet(Fleet):
         """Takes a fleet slot for the call and publishes its stream token; False: full (or the file failed)."""
         now = time.time()
         data = json.dumps({"call_id": reservation.call_id, "provider": reservation.provider,
-                           "provider_call_id": reservation.provider_call_id, "leg": reservation.leg})
+                           "provider_call_id": reservation.provider_call_id, "leg": reservation.leg,
+                           "resume_key": reservation.resume_key,
+                           "returning_key": reservation.returning_key})
 
         def run(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM slots WHERE until <= ?", (now,))
@@ -113,7 +115,9 @@ class LocalFleet(Fleet):
                 return None
             data = json.loads(row[0])
             reservation = FleetReservation(str(data["call_id"]), str(data["provider"]),
-                                           data.get("provider_call_id"), int(data["leg"]))
+                                           data.get("provider_call_id"), int(data["leg"]),
+                                           str(data.get("resume_key", "")),
+                                           str(data.get("returning_key", "")))
             db.execute("INSERT OR REPLACE INTO slots VALUES (?, ?)",
                        (reservation.call_id, time.time() + self.lease_secs))
             self._write_entry(db, reservation.call_id, "active", reservation.leg)

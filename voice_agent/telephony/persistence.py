@@ -14,7 +14,7 @@ from functools import partial
 from loguru import logger
 
 from voice_agent.session import CallSession
-from voice_agent.store.base import CallStore, StoredCall, StoreError
+from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
 from voice_agent.store.codec import StateError, decode, encode, restore
 
 
@@ -63,10 +63,17 @@ class CallPersistence:
         self.store = store
         self.stats = SaveStats()
 
-    async def find(self, provider_call_id: str) -> StoredCall | None:
-        """The stored call the provider's call id names (None when there is none or the store failed)."""
+    async def find(self, provider_call_id: str) -> StoredCall | UnreadableCall | None:
+        """The stored call the provider's call id names (None when there is none or the store failed).
+
+        A stored call that does not parse comes back as its :class:`UnreadableCall` error: the call is
+        known, so it starts fresh with a greeting rather than in silence.
+        """
         try:
             return await asyncio.to_thread(self.store.find, provider_call_id)
+        except UnreadableCall as exc:
+            logger.error("call store: {}; the call starts fresh", exc)
+            return exc
         except StoreError as exc:
             logger.error("call store: lookup failed, the call is treated as new: {}", exc)
             return None
@@ -96,6 +103,35 @@ class CallPersistence:
         self.stats.saves += 1
         return True
 
+    async def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                       resume_key: str, returning_key: str = "") -> bool | None:
+        """Takes the call for this leg: True granted, False another leg holds it or it ended, None store failed."""
+        try:
+            return await asyncio.to_thread(partial(self.store.open_leg, call_id, leg, provider_call_id=provider_call_id,
+                                                   lease_secs=lease_secs, resume_key=resume_key,
+                                                   returning_key=returning_key))
+        except Exception as exc:  # whatever the store does, the call goes on (in memory)
+            logger.error("call {}: leg {} not recorded in the store (the call goes on in memory): {}", call_id, leg,
+                         exc)
+            return None
+
+    async def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        """Renews this worker's leases; the call ids whose leg lost the call (none when the store failed)."""
+        if not legs:
+            return []
+        try:
+            return await asyncio.to_thread(self.store.renew, legs, lease_secs)
+        except StoreError as exc:
+            logger.error("call store: lease renewal failed: {}", exc)
+            return []
+
+    async def close_leg(self, call_id: str, leg: int) -> None:
+        """Gives the call up at the end of this leg's stream, so its next leg may open at once."""
+        try:
+            await asyncio.to_thread(self.store.close_leg, call_id, leg)
+        except StoreError as exc:
+            logger.error("call {}: leg {} not closed in the store (its lease will lapse): {}", call_id, leg, exc)
+
     async def end(self, call_id: str, how: str, *, leg: int | None = None) -> None:
         """Marks the call ended in the store (it will not be resumed), unless a later leg owns it."""
         try:
@@ -112,7 +148,7 @@ class CallPersistence:
             stored = self.store.load(session.call_id)
         except StoreError as exc:
             return self._fresh(session, f"the store failed ({exc})")
-        if stored is None:
+        if stored is None or not stored.data:  # no data: the leg was opened, the worker died before a save
             return self._fresh(session, "no stored state (expired or never written)")
         try:
             left_open = restore(session, decode(stored.data, call_id=session.call_id))

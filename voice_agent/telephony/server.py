@@ -41,13 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, cast
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import uvicorn
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response
 from loguru import logger
-from pipecat.frames.frames import EndFrame, TTSSpeakFrame
+from pipecat.frames.frames import EndFrame, LLMRunFrame, TTSSpeakFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 from redis.exceptions import RedisError
@@ -58,14 +58,14 @@ from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import CallFactory, CallParts
-from voice_agent.core.resume import resume_line
+from voice_agent.core.resume import resume_line, unanswered
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
 from voice_agent.recording.record import CallRecorder
 from voice_agent.recording.tap import RecorderTap
 from voice_agent.retrieval.index import shared_index
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.session import CallSession
-from voice_agent.store.base import CallStore
+from voice_agent.store.base import CallStore, UnreadableCall
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
     FRAME_TOO_LARGE,
@@ -120,6 +120,10 @@ MAX_WEBHOOK_BYTES = 65536
 _MAX_PRESTART_MESSAGES = 8
 _KEEP_ENDED = 200
 
+READYZ_STORE_TIMEOUT_SECS = 1.0
+# A resumed leg whose stored state did not load: the caller was mid-call, so the agent speaks first, honestly.
+FRESH_START_LINE = ("Sorry, we got cut off, and I've lost track of our conversation. "
+                    "Could you tell me again how I can help?")
 GOODBYE_LINE = "I'm sorry, this line has to close now. Please call back in a few minutes. Goodbye."
 """What a call still running at the end of the drain limit hears before it is ended."""
 
@@ -157,6 +161,12 @@ class ServerConfig:
             reservation's slot can be taken over (see :class:`CallRegistry`), a streaming call's cannot.
         token_ttl_secs: How long a webhook reservation (and its stream token) waits for the stream.
         reservation_grace_secs: How long a reservation is safe from being taken over by a newer webhook.
+        leg_lease_secs: With a store: how long a leg holds its call without renewing (renewed every third of
+            it). A call whose worker died resumes on a next leg once this lapses; until then the provider's
+            webhook for it is sent round again.
+        stream_silence_secs: With a store: a stream that sends nothing for this long is taken for a half-open
+            connection and its leg given up (providers send media every 20 ms, silence included; generous,
+            so a stalled event loop on a busy machine is not mistaken for a lost stream).
         webhook_max_bytes: Larger webhook bodies are refused (413) without being read further.
         webhook_read_timeout_secs: A webhook body that takes longer to arrive is refused (408).
         signature_tolerance_secs: Telnyx: largest distance between the signed timestamp and now.
@@ -202,6 +212,8 @@ class ServerConfig:
     credentials: HangupCredentials = field(default_factory=HangupCredentials)
     max_calls: int = 4
     token_ttl_secs: float = 10.0
+    leg_lease_secs: float = 6.0
+    stream_silence_secs: float = 30.0
     reservation_grace_secs: float = 3.0
     webhook_max_bytes: int = MAX_WEBHOOK_BYTES
     webhook_read_timeout_secs: float = 10.0
@@ -297,6 +309,10 @@ class CallRecord:
         extra: What the call factory kept with the call.
         leg: Which worker leg of the call this is (1, then +1 each time it resumes).
         resumed_at_turn: The stored turn a resumed leg carried on from (None: a new call).
+        address: Where its unsigned webhook came from (development mode), else None.
+        resume_key: The secret in this leg's action URL: the provider's request to resume the call after this
+            leg must carry it (a replayed webhook of the call, or of an earlier leg, does not).
+        returning_key: The previous leg's key the provider came back with ("" for a new call).
     """
 
     call_id: str
@@ -319,6 +335,9 @@ class CallRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     leg: int = 1
     resumed_at_turn: int | None = None
+    address: str | None = None
+    resume_key: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    returning_key: str = ""
 
     def transcript_lines(self) -> list[str]:
         """The transcript so far (live while the call runs)."""
@@ -402,7 +421,8 @@ class CallRegistry:
         return [r for r in self._records.values() if r.state == "active"]
 
     def reserve(
-        self, provider: Provider, provider_call_id: str | None, resume: tuple[str, int] | None = None
+        self, provider: Provider, provider_call_id: str | None, resume: tuple[str, int] | None = None,
+        address: str | None = None, returned: bool = False,
     ) -> CallRecord | None:
         """The call's reservation (an existing one for a repeated webhook), or None when it gets none.
 
@@ -413,6 +433,9 @@ class CallRegistry:
             provider_call_id: The provider's call id.
             resume: (call id, leg) of a stored call the provider brought back: the reservation keeps the
                 call's id and is its next leg, even if this worker ran an earlier leg of it.
+            address: Where an unsigned webhook came from (development mode), for the fair share; None when
+                webhooks are signed.
+            returned: The provider came back with the previous leg's key (its stream has ended for sure).
         """
         self._expire()
         if provider_call_id:
@@ -421,9 +444,10 @@ class CallRegistry:
                     continue
                 if known.state == "reserved":
                     return known
-                if resume is not None and (known.state == "ended" or _resumable(known)):
+                if resume is not None and (known.state == "ended" or _resumable(known) or returned):
                     # An earlier leg ran here; the new leg replaces it, also while the old one is still
-                    # closing (its stream dropped, the provider came straight back).
+                    # closing (its stream dropped, the provider came straight back), or still looks alive
+                    # (half-open) when the provider came back with its key.
                     self._records.pop(known.call_id, None)
                     continue
                 if known.started is not None:  # streaming or streamed: one slot per call, once
@@ -433,20 +457,42 @@ class CallRegistry:
             now = time.monotonic()
             stale = next((r for r in self._records.values()
                           if r.state == "reserved" and now - r.created >= self.grace), None)
+            if stale is None and address is not None:
+                stale = self._over_fair_share(address)
             if stale is None:
                 self.refused += 1
                 return None
             stale.state, stale.ended = "ended", time.time()
-            stale.reason = "reservation taken over by a newer call (stream never connected)"
+            stale.reason = ("reservation taken over by a newer call (stream never connected)" if stale.address is None
+                            or now - stale.created >= self.grace else
+                            "reservation given up to another address (its address held more than its share)")
             self._by_token.pop(stale.token, None)
             self.evicted += 1
         token = secrets.token_urlsafe(24)
         call_id = resume[0] if resume is not None else f"call-{next(self._counter)}-{secrets.token_hex(3)}"
         record = CallRecord(call_id, provider, token, expires=time.monotonic() + self.token_ttl,
-                            provider_call_id=provider_call_id, leg=resume[1] if resume is not None else 1)
+                            provider_call_id=provider_call_id, leg=resume[1] if resume is not None else 1,
+                            address=address)
         self._records[call_id] = record
         self._by_token[token] = call_id
         return record
+
+    def _over_fair_share(self, address: str) -> CallRecord | None:
+        """The newest reservation of the address holding the most, when it holds more than ``address`` would.
+
+        Unsigned webhooks cost nothing to send: without this, one address at its rate limit keeps every slot
+        reserved with fresh (grace-protected) reservations and real callers hear the busy line.
+        """
+        held: dict[str, list[CallRecord]] = {}
+        for record in self._records.values():
+            if record.state == "reserved" and record.address is not None:
+                held.setdefault(record.address, []).append(record)
+        if not held:
+            return None
+        heaviest = max(held, key=lambda a: len(held[a]))
+        if len(held[heaviest]) <= len(held.get(address, [])) + 1:
+            return None
+        return held[heaviest][-1]
 
     def claim(self, token: str | None, provider_call_id: str) -> CallRecord | str:
         """The reservation a stream's token names, now active; or why it is refused."""
@@ -483,7 +529,9 @@ class CallRegistry:
         self._expire()
         self._records.pop(reservation.call_id, None)  # an earlier leg of this call may have run here
         record = CallRecord(reservation.call_id, Provider(reservation.provider), token, state="active",
-                            provider_call_id=provider_call_id, started=time.time(), leg=reservation.leg)
+                            provider_call_id=provider_call_id, started=time.time(), leg=reservation.leg,
+                            resume_key=reservation.resume_key or secrets.token_urlsafe(16),
+                            returning_key=reservation.returning_key)
         self._records[record.call_id] = record
         return record
 
@@ -506,6 +554,8 @@ class _LiveCall:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     completed_turn: int = 0
     """The last turn the agent finished answering (a drain hands the call over between turns)."""
+    serializer: GuardedSerializer | None = None
+    close: Callable[[str, EndReason], Awaitable[None]] | None = None
 
 
 def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
@@ -518,7 +568,7 @@ def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
 
 def _resumable(record: CallRecord) -> bool:
     """Whether the stream ended without the caller hanging up, so the provider may bring the call back."""
-    return record.end == EndReason.HANDED_OVER.value or (
+    return record.end in (EndReason.HANDED_OVER.value, EndReason.STREAM_LOST.value) or (
         record.end == EndReason.HUNG_UP.value and record.reason == "client disconnected")
 
 
@@ -583,7 +633,14 @@ class VoiceBridge:
         state = "draining" if self.draining else "warming" if not self.ready else (
             "full" if busy >= self.config.max_calls else "ready"
         )
-        body = {"status": state, "calls": busy, "max_calls": self.config.max_calls}
+        body: dict[str, Any] = {"status": state, "calls": busy, "max_calls": self.config.max_calls}
+        if state == "ready" and self.config.fleet is not None:
+            try:
+                await asyncio.wait_for(self.config.fleet.busy(), READYZ_STORE_TIMEOUT_SECS)
+            except (RedisError, FleetUnavailable, TimeoutError) as exc:
+                # Every new call would be turned away (its token cannot be published): not ready.
+                body["status"], body["error"] = "store unreachable", f"fleet: {exc or 'no answer'}"
+                return JSONResponse(body, status_code=503)
         return JSONResponse(body, status_code=200 if state == "ready" else 503)
 
     async def _calls(self, request: Request) -> JSONResponse:
@@ -623,10 +680,12 @@ class VoiceBridge:
         that leave the body unread close the connection, so the rest of it is never received.
         """
         provider = self.config.provider
+        address: str | None = None
         if self.verifier is None:
             if self.config.production:  # validate() refuses this; kept as the last line of defence
                 return Response("signature validation not configured", status_code=403)
             client = request.client.host if request.client else "unknown"
+            address = client
             if not self.unsigned_limiter.allow(client):
                 self.webhook_log.note("rate limited (unsigned)")
                 return Response("too many requests", status_code=429,
@@ -652,24 +711,48 @@ class VoiceBridge:
             self.webhook_log.note("no valid call id")
             return Response("missing or invalid call id (CallSid, CallControlId or CallUUID)", status_code=400)
         resume: tuple[str, int] | None = None
+        returning = ""
+        unreadable: str | None = None
         if self.persistence is not None:
             stored = await self.persistence.find(provider_call_id)
+            if isinstance(stored, UnreadableCall):
+                unreadable, stored = str(stored), None
             if stored is not None and stored.status == "ended":
                 # The provider came back after a stream that ended with the call (<Connect action>): hang up.
                 logger.info("webhook: call {} has ended ({}); hanging up", stored.call_id, stored.end or "ended")
                 text, media = hangup_instruction(provider)
                 return Response(text, media_type=media)
+            given = request.query_params.get("resume", "")
+            if stored is not None and stored.resume_key and not secrets.compare_digest(
+                    given.encode(), stored.resume_key.encode()):
+                # Only the provider returning from the call's latest leg knows its key: this is a replay of the
+                # call's first webhook or of an earlier leg's return. It gets a hang-up (its own request only).
+                logger.warning("webhook: call {} asked to resume without its latest leg's key; refused",
+                               stored.call_id)
+                self.webhook_log.note("resume without the latest leg's key")
+                text, media = hangup_instruction(provider)
+                return Response(text, media_type=media)
+            if stored is not None and stored.held(time.time()) and not stored.resume_key:
+                # A call stored without a key (an older worker's) is held by its lease: sent round until it
+                # lapses. (With the key, only the provider could ask: the leg's stream has ended.)
+                logger.warning("webhook: call {} is live on leg {}; no new leg while it holds the call",
+                               stored.call_id, stored.leg)
+                self.webhook_log.note("webhook for a call live on another leg")
+                text, media = retry_instruction(provider, self._action_url(request, given), pause_secs=2)
+                return Response(text, media_type=media)
             if stored is not None:
                 resume = (stored.call_id, stored.leg + 1)
+                returning = given
         if resume is not None and self.draining:
             # A resume that reached a draining worker: not turned away, sent round again (the balancer
             # sends the next request to a worker that is ready).
             logger.info("webhook: call {} asked to resume here while draining; redirecting", resume[0])
-            text, media = retry_instruction(provider, self._action_url(request))
+            text, media = retry_instruction(provider, self._action_url(request, request.query_params.get("resume")))
             return Response(text, media_type=media)
         if not self.draining and self.registry.busy >= self.config.max_calls:
             await self._forget_streams_taken_elsewhere()
-        record = None if self.draining else self.registry.reserve(provider, provider_call_id, resume)
+        record = None if self.draining else self.registry.reserve(provider, provider_call_id, resume, address,
+                                                                           returned=bool(returning))
         if record is not None and self.config.fleet is not None and not await self._fleet_reserve(record):
             record = None
         if record is None:
@@ -677,7 +760,10 @@ class VoiceBridge:
                         "draining" if self.draining else "at capacity, or that call id has already streamed")
             text, media = busy_instruction(provider)
             return Response(text, media_type=media)
-        action = self._action_url(request) if self.persistence is not None else None
+        if unreadable is not None:
+            record.extra["resume_problem"] = unreadable
+        record.returning_key = returning
+        action = self._action_url(request, record.resume_key) if self.persistence is not None else None
         text, media = stream_instruction(provider, self._stream_url(request),
                                          {"token": record.token, "call_id": record.call_id}, action)
         logger.info("webhook: call {} reserved{}", record.call_id,
@@ -707,7 +793,8 @@ class VoiceBridge:
     async def _fleet_reserve(self, record: CallRecord) -> bool:
         """Takes the call's fleet slot and publishes its token; a full fleet (or a Redis failure) refuses it."""
         assert self.config.fleet is not None
-        reservation = FleetReservation(record.call_id, record.provider.value, record.provider_call_id, record.leg)
+        reservation = FleetReservation(record.call_id, record.provider.value, record.provider_call_id, record.leg,
+                                       record.resume_key, record.returning_key)
         try:
             taken = await self.config.fleet.reserve(reservation, record.token, self.config.token_ttl_secs)
         except RedisError as exc:
@@ -746,11 +833,43 @@ class VoiceBridge:
             await fleet.hold([c.record.call_id for c in self._live.values() if not c.done.is_set()])
             await asyncio.sleep(fleet.lease_secs / 3)
 
-    def _action_url(self, request: Request) -> str:
-        """Where the provider comes back when the stream ends without a hang-up: this webhook, same call."""
+    async def lease_heartbeat(self) -> None:
+        """Renews the store leases of this worker's streaming calls (runs until cancelled)."""
+        persistence = self.persistence
+        if persistence is None:
+            return
+        lease = self.config.leg_lease_secs
+        while True:
+            await asyncio.sleep(lease / 3)
+            now = time.monotonic()
+            running: dict[str, _LiveCall] = {}
+            for call in list(self._live.values()):
+                if call.done.is_set():
+                    continue
+                quiet = now - call.serializer.last_inbound if call.serializer is not None else 0.0
+                if quiet > self.config.stream_silence_secs:
+                    # A provider's stream sends media every 20 ms, silence included: this one is half-open. Its
+                    # lease is not renewed, so the provider's return (with the leg's key) resumes the call.
+                    await self._give_up(call, f"no media from the provider for {quiet:.0f} s (connection lost)")
+                    continue
+                running[call.record.call_id] = call
+            lost = await persistence.renew([(c.record.call_id, c.record.leg) for c in running.values()], lease)
+            for call_id in lost:
+                # This worker stalled past its lease (frozen, cut off) and a later leg runs the call now.
+                await self._give_up(running[call_id], "a later leg took the call over")
+
+    async def _give_up(self, call: _LiveCall, reason: str) -> None:
+        """Ends this worker's leg of a call without ending the call (the provider may bring it back)."""
+        logger.warning("call {}: leg {} given up: {}", call.record.call_id, call.record.leg, reason)
+        if call.close is not None:
+            await call.close(reason, EndReason.STREAM_LOST)
+
+    def _action_url(self, request: Request, resume_key: str | None) -> str:
+        """Where the provider comes back when the stream ends without a hang-up: this webhook, with the leg's key."""
         base = self.config.public_url or str(request.base_url)
         parts = urlsplit(base)
-        return urlunsplit((parts.scheme, parts.netloc, "/voice", "", ""))
+        query = urlencode({"resume": resume_key}) if resume_key else ""
+        return urlunsplit((parts.scheme, parts.netloc, "/voice", query, ""))
 
     # --- media stream ----------------------------------------------------------------------------------------------
 
@@ -776,6 +895,24 @@ class VoiceBridge:
             return
         for kind, count in prestart.items():
             claimed.violations[kind] = claimed.violations.get(kind, 0) + count
+        if self.persistence is not None and await self.persistence.open_leg(
+                claimed.call_id, claimed.leg,
+                # An unreadable stored call under the same provider call id must not block the fresh start.
+                provider_call_id=None if "resume_problem" in claimed.extra else claimed.provider_call_id,
+                lease_secs=self.config.leg_lease_secs, resume_key=claimed.resume_key,
+                returning_key=claimed.returning_key) is False:
+            # Two webhooks raced for the next leg, or a replay: only one leg runs a call.
+            reason = "the call is live on another leg"
+            logger.warning("stream refused: call {} leg {}: {}", claimed.call_id, claimed.leg, reason)
+            self.registry.cancel(claimed, reason)
+            if self.config.fleet is not None:
+                await self.config.fleet.release(claimed.call_id, "refused")
+            await _close(websocket, 1008, reason)
+            return
+        previous = self._live.get(claimed.call_id)
+        if previous is not None and not previous.done.is_set():
+            # The provider came back with the leg's key while that leg still runs here (half-open): it is over.
+            await self._give_up(previous, "a later leg took the call over")
         live = _LiveCall(claimed)
         self._live[claimed.call_id] = live
         self.calls_started += 1
@@ -871,6 +1008,7 @@ class VoiceBridge:
                 max_message_bytes=self.config.max_message_bytes, max_violations=self.config.max_violations,
                 call_id=call_id,
             )
+            live.serializer, live.close = serializer, close_call
             guarded_ws = GuardedWebSocket(websocket, close_call, send_timeout=self.config.send_timeout_secs,
                                           call_id=call_id, close_code=lambda: _close_code(record))
             worker = self._build_worker(guarded_ws, serializer, parts, audio, close_call, live)
@@ -878,6 +1016,9 @@ class VoiceBridge:
                 # Entered in the transcript when queued (_resume_opening); kept out of the turn log's "as heard"
                 # text, which would enter it a second time.
                 await worker.queue_frame(TTSSpeakFrame(opening, append_to_context=False))
+                if record.resumed_at_turn is not None and unanswered(parts.session.state):
+                    # The caller's last line was saved but never answered (the worker died mid-answer).
+                    await worker.queue_frame(LLMRunFrame())
             runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
             await runner.add_workers(worker)
             await runner.run()
@@ -935,6 +1076,9 @@ class VoiceBridge:
     def _resume_opening(self, record: CallRecord, session: CallSession) -> str | None:
         """A resumed call's first line (entered in the transcript as said), or None for a new call."""
         if record.resumed_at_turn is None:
+            if record.leg > 1 or "resume_problem" in record.extra:  # the caller was mid-call: the agent speaks
+                session.record_agent(FRESH_START_LINE)
+                return FRESH_START_LINE
             return None
         self.resumes += 1
         topics = session.domain.extra.get("resume_topics") or {}
@@ -953,6 +1097,7 @@ class VoiceBridge:
             return
         if _resumable(record):
             await self.persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+            await self.persistence.close_leg(record.call_id, record.leg)
         else:
             await self.persistence.end(record.call_id, record.end or EndReason.ENDED.value, leg=record.leg)
 
@@ -1031,6 +1176,12 @@ class VoiceBridge:
                 await persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
 
         call.turn_log.add_event_handler("on_turn_completed", on_turn_saved)
+        if persistence is not None:
+            async def on_turn_opened(_turn: int) -> None:
+                # The caller's line is durable before the agent answers it: a crash mid-answer cannot lose it.
+                await persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+
+            session.turn_opened_hooks.append(on_turn_opened)
         worker = PipelineWorker(
             call.pipeline,
             params=PipelineParams(audio_in_sample_rate=PIPELINE_IN_RATE, audio_out_sample_rate=PIPELINE_OUT_RATE),
@@ -1263,10 +1414,11 @@ class DrainingServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         housekeeping = self._loop.create_task(self.bridge.housekeeping())
         heartbeat = self._loop.create_task(self.bridge.fleet_heartbeat())
+        leases = self._loop.create_task(self.bridge.lease_heartbeat())
         try:
             await super().serve(sockets)
         finally:
-            for task in (housekeeping, heartbeat):
+            for task in (housekeeping, heartbeat, leases):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -1297,6 +1449,9 @@ def uvicorn_config(bridge: VoiceBridge) -> uvicorn.Config:
     return uvicorn.Config(
         bridge.app, ws_max_size=bridge.config.ws_max_size, lifespan="off", log_level="warning",
         ws=PolicyWebSocketProtocol, timeout_graceful_shutdown=5, access_log=False,
+        # The client address is the socket's: a forged X-Forwarded-For from loopback must not dodge the
+        # per-address rate limit and fair share of unsigned webhooks.
+        proxy_headers=False,
     )
 
 

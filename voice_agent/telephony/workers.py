@@ -13,7 +13,10 @@ call cap). ``--max-calls`` is each worker's own cap.
 The supervisor forks the workers before anything else starts (no threads, no event loop, no open
 store yet: each worker opens its own). SIGTERM, SIGINT and SIGHUP are blocked while it forks, then
 forwarded to the workers (SIGHUP as SIGTERM: each drains its calls); it exits when all have. A worker
-that exits while no stop was asked for stops the others, and the supervisor exits non-zero. Each
+that dies while no stop was asked for (kill -9, a crash) is forked again in its place while the others
+go on serving; its calls come back through the provider and resume on a live worker once their store
+leases lapse. A worker dying more than five times in a minute stops the others, and the supervisor
+exits non-zero. Each
 worker is in a process group of its own, so only the supervisor is to be signalled (under systemd:
 ``KillMode=mixed``); a second signal to a worker makes it exit at once, without draining. A worker
 whose supervisor dies (even by SIGKILL) gets SIGTERM from the kernel (Linux ``PR_SET_PDEATHSIG``)
@@ -30,6 +33,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -77,16 +81,25 @@ def exit_status(code: int | None) -> int:
     return 128 - code if code < 0 else code
 
 
+RESTARTS_PER_MINUTE = 5
+"""A worker that dies more often than this in a minute is crash-looping: the supervisor stops them all."""
+
+
 def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], None],
-                log: Callable[[str], None] | None = None) -> int:
+                log: Callable[[str], None] | None = None, *, restarts_per_minute: int = RESTARTS_PER_MINUTE) -> int:
     """Forks ``count`` processes running ``worker(slot)`` on the listening ``sock`` and waits for them.
+
+    A worker that dies while no stop was asked for (killed, crashed) is forked again in its place: the
+    others keep serving, and the calls it ran resume on them once their leases lapse. A worker that dies
+    more than ``restarts_per_minute`` times in a minute stops them all.
 
     Args:
         count: Worker processes (at least 2; one worker needs no supervisor).
-        sock: The bound, listening socket every worker accepts on (the supervisor's copy is closed
-            once the workers have it, so the port closes when the last worker stops).
+        sock: The bound, listening socket every worker accepts on (the supervisor keeps its copy to give
+            a replacement worker; it never accepts on it).
         worker: Serves until drained; runs in the forked child and calls ``slot.ready()`` when accepting.
         log: Where the supervisor's lines go (default: stderr).
+        restarts_per_minute: The crash-loop limit per worker.
 
     Returns:
         0 when every worker exited cleanly after a stop was asked for; else the first failing worker's
@@ -98,74 +111,108 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
     stopping: list[int] = []
     with tempfile.TemporaryDirectory(prefix="voice-agent-fleet-") as directory:
         fleet_path = Path(directory) / FLEET_FILE
-        processes: list[Any] = []
-        readiness: dict[Connection, int] = {}
+        processes: dict[int, Any] = {}
         previous: dict[int, Any] = {}
 
         def forward(sig: int, _frame: FrameType | None) -> None:
             stopping.append(sig)
-            for process in processes:
+            for process in processes.values():
                 if process.pid is not None and process.exitcode is None:
                     # A hang-up of the supervisor's terminal is a request to stop: drain as on SIGTERM.
                     os.kill(process.pid, signal.SIGTERM if sig == signal.SIGHUP else sig)
 
-        # Blocked while forking: a signal arriving now is held, then forwarded once the handler is in,
-        # so no worker is left out of it (each child unblocks them for itself).
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-        try:
-            for index in range(count):
+        def spawn(index: int) -> Connection:
+            # Signals blocked while forking: one arriving now is held, then forwarded once the process is in
+            # the table, so no worker is left out of it (each child unblocks them for itself).
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+            try:
                 receiver, sender = context.Pipe(duplex=False)
                 slot = WorkerSlot(index, fleet_path, sock, sender)
                 process = context.Process(target=_worker_main, args=(worker, slot, supervisor, blocked),
                                           name=f"worker-{index}", daemon=False)
                 process.start()
                 sender.close()
-                processes.append(process)
-                readiness[receiver] = index
-            previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        sock.close()  # the workers hold it now
+                processes[index] = process
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            return receiver
+
+        readiness = {spawn(index): index for index in range(count)}
+        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         try:
-            return _supervise(processes, readiness, stopping, forward, say)
+            return _Supervisor(processes, readiness, stopping, forward, spawn, say, restarts_per_minute).run()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            sock.close()
 
 
-def _supervise(processes: list[Any], readiness: dict[Connection, int], stopping: list[int],
-               forward: Callable[[int, FrameType | None], None], say: Callable[[str], None]) -> int:
-    """Waits on every worker at once: readiness lines, and the first unexpected death stops the rest."""
-    sentinels = {process.sentinel: process for process in processes}
-    ready = 0
-    failure = 0
-    while sentinels or readiness:
-        for item in wait([*sentinels, *readiness]):
-            if isinstance(item, Connection):
-                index = readiness.pop(item)
-                try:
-                    item.recv()
-                except (EOFError, OSError):
-                    continue  # it died before it was ready: its sentinel says how
-                finally:
-                    item.close()
-                ready += 1
-                say(f"worker-{index} ready ({ready}/{len(processes)})")
-                continue
-            if not isinstance(item, int):
-                continue
-            process = sentinels.pop(item)
-            process.join()
-            status = exit_status(process.exitcode)
-            if stopping and status == 0:
-                continue
-            code = process.exitcode or 0
-            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {status}"
-            say(f"{process.name} (pid {process.pid}) {how}" + ("" if stopping else "; stopping the other workers"))
-            failure = failure or status or 1
-            if not stopping:
-                forward(signal.SIGTERM, None)
-    return failure
+class _Supervisor:
+    """Waits on every worker at once: readiness lines, restarts, and the stop of all on a crash loop."""
+
+    def __init__(self, processes: dict[int, Any], readiness: dict[Connection, int], stopping: list[int],
+                 forward: Callable[[int, FrameType | None], None], spawn: Callable[[int], Connection],
+                 say: Callable[[str], None], restarts_per_minute: int) -> None:
+        self.processes = processes
+        self.readiness = readiness
+        self.stopping = stopping
+        self.forward = forward
+        self.spawn = spawn
+        self.say = say
+        self.limit = restarts_per_minute
+        self.deaths: dict[int, list[float]] = {}
+        self.ready: set[int] = set()
+        self.done: set[int] = set()  # stopped for good
+        self.failure = 0
+
+    def run(self) -> int:
+        """Supervises until every worker has stopped for good; the exit status (see :func:`run_workers`)."""
+        while True:
+            sentinels = {p.sentinel: i for i, p in self.processes.items() if i not in self.done}
+            if not sentinels and not self.readiness:
+                return self.failure
+            for item in wait([*sentinels, *self.readiness]):
+                if isinstance(item, Connection):
+                    self._readied(item)
+                elif isinstance(item, int) and item in sentinels:
+                    self._died(sentinels[item])
+
+    def _readied(self, item: Connection) -> None:
+        index = self.readiness.pop(item)
+        try:
+            item.recv()
+        except (EOFError, OSError):
+            return  # it died before it was ready: its sentinel says how
+        finally:
+            item.close()
+        self.ready.add(index)
+        self.say(f"worker-{index} ready ({len(self.ready)}/{len(self.processes)})")
+
+    def _died(self, index: int) -> None:
+        process = self.processes[index]
+        process.join()
+        self.ready.discard(index)
+        status = exit_status(process.exitcode)
+        if self.stopping and status == 0:
+            self.done.add(index)
+            return
+        code = process.exitcode or 0
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {status}"
+        now = time.monotonic()
+        recent = [t for t in self.deaths.get(index, []) if now - t < 60] + [now]
+        self.deaths[index] = recent
+        if not self.stopping and len(recent) <= self.limit:
+            self.say(f"{process.name} (pid {process.pid}) {how}; restarting it ({len(recent)} in the last minute)")
+            self.readiness[self.spawn(index)] = index
+            return
+        self.done.add(index)
+        if self.stopping:
+            self.say(f"{process.name} (pid {process.pid}) {how}")
+        else:
+            self.say(f"{process.name} (pid {process.pid}) {how} {len(recent)} times in a minute; "
+                     "stopping the other workers")
+            self.forward(signal.SIGTERM, None)
+        self.failure = self.failure or status or 1
 
 
 def _worker_main(worker: Callable[[WorkerSlot], None], slot: WorkerSlot, supervisor: int,
