@@ -22,10 +22,10 @@ from typing import Any
 import psutil
 import pytest
 
-from voice_agent.audio.stack import AudioStack
+from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.telephony.emulator import CallResult, request_twiml
+from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator, request_twiml
 from voice_agent.telephony.fleet import FleetReservation, FleetUnavailable
 from voice_agent.telephony.local_fleet import LocalFleet
 from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
@@ -133,6 +133,7 @@ def test_serve_with_two_workers_answers_calls_from_both_on_one_port_and_a_hang_u
         kill_tree(proc)
 
 
+CALLS = 6
 SMOKE_LINES = [
     "Hi, is this the billing line?", "I've got a problem with my bill. Something has been charged twice.",
     "My account number is ACC-4729-18.", "Can you pull up my invoices? It's the October one that's wrong.",
@@ -141,9 +142,12 @@ SMOKE_LINES = [
 ]
 
 
-def test_kill_9_of_one_of_two_workers_during_20_calls_is_not_an_outage(tmp_path: Path) -> None:
+def test_kill_9_of_one_of_two_workers_during_calls_is_not_an_outage(tmp_path: Path) -> None:
+    """The mechanism, on six calls (scripts/chaos_workers.py measures twenty, side by side with no kill)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+    # Signed webhooks, as in production (unsigned ones are rate-limited per address: twenty callers and their
+    # returns from one loopback address would hit it).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "kill-test-token", "TWILIO_ACCOUNT_SID": "",
            "VOICE_AGENT_STORE__BACKEND": "sqlite", "VOICE_AGENT_STORE__PATH": str(tmp_path / "calls.sqlite3"),
            "VOICE_AGENT_CALLS_TOKEN": CALLS_TOKEN}
     log = tmp_path / "serve.log"
@@ -155,19 +159,28 @@ def test_kill_9_of_one_of_two_workers_during_20_calls_is_not_an_outage(tmp_path:
         )
     try:
         wait_for(log, "ready (2/2)", proc)
-        first = sorted(psutil.Process(proc.pid).children(), key=lambda c: c.create_time())[0]  # worker-0
+        children = sorted(psutil.Process(proc.pid).children(), key=lambda c: c.create_time())  # by worker index
+        killed: list[int] = []
 
         async def run() -> list[CallResult]:
-            dialled = [asyncio.create_task(tone_caller().dial(f"http://127.0.0.1:{port}/voice", SMOKE_LINES,
-                                                              max_legs=6)) for _ in range(20)]
-            # Killed once its calls are under way (each has a stored turn or two).
+            # Real time x2 (at 8x a caller sends 400 media messages a second into 2 cores); a reply late on a busy
+            # machine is still a reply: this test is about calls surviving, not latency.
+            config = EmulatorConfig(speed=2.0, silence_secs=0.3, auth_token="kill-test-token", reply_timeout_secs=45)
+            callers = [TwilioCallerEmulator(caller_voice("tone"), None, config) for _ in range(CALLS)]
+            dialled = [asyncio.create_task(c.dial(f"http://127.0.0.1:{port}/voice", SMOKE_LINES, max_legs=6))
+                       for c in callers]
+            # The kernel spreads the streams: the worker running the most is killed once they are under way.
             deadline = time.monotonic() + 60
-            while sum(1 for e in fleet_calls(port).values()
-                      if e["worker"].endswith("/0") and e["state"] == "active") < 3:
+            while True:
+                active = [e["worker"].rsplit("/", 1)[1] for e in fleet_calls(port).values() if e["state"] == "active"]
+                busiest = max(("0", "1"), key=active.count)
+                if active.count(busiest) >= CALLS // 2:
+                    break
                 assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
                 await asyncio.sleep(0.2)
-            await asyncio.sleep(1.0)
-            first.kill()
+            await asyncio.sleep(4.0)  # a turn or two in
+            killed.append(int(busiest))
+            children[int(busiest)].kill()
             return list(await asyncio.gather(*dialled))
 
         results = asyncio.run(run())
@@ -175,10 +188,10 @@ def test_kill_9_of_one_of_two_workers_during_20_calls_is_not_an_outage(tmp_path:
                  and all(t.latency_ms is not None for t in r.turns)]
         resumed = [r for r in results if r.legs > 1]
         report = "\n".join(r.render() for r in results if r not in whole)
-        assert len(whole) >= 19, f"{len(whole)}/20 whole\n{report}\n{log.read_text(errors='replace')[-3000:]}"
+        assert len(whole) == CALLS, f"{len(whole)}/{CALLS} whole\n{report}\n{log.read_text(errors='replace')[-3000:]}"
         assert resumed, "no call ran on the killed worker"
-        assert "worker-0 (pid" in log.read_text() and "restarting it" in log.read_text()
-        wait_for(log, "worker-0 ready (2/2)", proc)  # its replacement serves again
+        assert f"worker-{killed[0]} (pid {children[killed[0]].pid}) killed by SIGKILL; restarting it" in log.read_text()
+        wait_for(log, f"worker-{killed[0]} ready (2/2)", proc)  # its replacement serves again
     finally:
         kill_tree(proc)
 

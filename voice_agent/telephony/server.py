@@ -442,8 +442,12 @@ class CallRegistry:
             for known in list(self._records.values()):
                 if known.provider is not provider or known.provider_call_id != provider_call_id:
                     continue
-                if known.state == "reserved":
+                if known.state == "reserved" and (resume is None or known.leg == resume[1]):
                     return known
+                if known.state == "reserved":
+                    # This worker's reservation for an earlier leg, whose stream another worker took: stale.
+                    self.cancel(known, "superseded by the call's next leg")
+                    continue
                 if resume is not None and (known.state == "ended" or _resumable(known) or returned):
                     # An earlier leg ran here; the new leg replaces it, also while the old one is still
                     # closing (its stream dropped, the provider came straight back), or still looks alive
