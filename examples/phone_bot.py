@@ -14,7 +14,9 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.runner.types import RunnerArguments
 from pipecat.runner.utils import create_transport
 from pipecat.services.llm_service import FunctionCallParams, LLMService
-from pipecat.services.openai import llm as openai_llm, stt as openai_stt, tts as openai_tts
+from pipecat.services.openai import llm as openai_llm
+from pipecat.services.openai import stt as openai_stt
+from pipecat.services.openai import tts as openai_tts
 from pipecat.transports.base_transport import BaseTransport
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
 from pipecat.workers.runner import WorkerRunner

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
+from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
@@ -124,7 +125,7 @@ def registered_tools(llm: LLMService[Any]) -> list[str]:
     """
     names = []
     for name, item in llm._functions.items():
-        if name is None or hasattr(item.handler, "invoke"):
+        if name is None or isinstance(item.handler, DirectFunctionWrapper):
             raise ValueError(f"{'the catch-all handler' if name is None else 'tool ' + name}: only a handler "
                              "registered for one tool name can be guarded (llm.register_function(name, handler))")
         names.append(name)
@@ -148,7 +149,8 @@ def guard_registered_handlers(llm: LLMService[Any], session: CallSession) -> lis
     names = registered_tools(llm)
     for name in names:
         item = llm._functions[name]
-        llm.register_function(name, guarded(session, item.handler), cancel_on_interruption=item.cancel_on_interruption,
+        handler = cast(FunctionHandler, item.handler)  # not a direct function: registered_tools checked
+        llm.register_function(name, guarded(session, handler), cancel_on_interruption=item.cancel_on_interruption,
                               timeout_secs=item.timeout_secs, cancellable_by_llm=item.cancellable_by_llm)
     llm.register_function(None, guarded(session))
     return names

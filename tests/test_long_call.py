@@ -163,7 +163,7 @@ def test_attach_refuses_what_it_cannot_guard() -> None:
     llm.register_function(None, opening_hours)
     with pytest.raises(ValueError, match="catch-all"):
         registered_tools(llm)
-    with pytest.raises(SettingsError, match="policy.name=pipecat"):
+    with pytest.raises(SettingsError, match=r"policy\.name=pipecat"):
         LongCall(settings=with_overrides(SETTINGS, policy={"name": "pipecat"})).attach(FakeLLM({}))
 
 

@@ -21,12 +21,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from voice_agent.core.tool_spec import HarvestField
-    from voice_agent.long_call import GuardedTool, LongCall, guarded_tool
-    from voice_agent.pipeline import CallProcessors
-    from voice_agent.services.factory import without_sdk_retries
-    from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-    from voice_agent.settings import Settings, load_settings, with_overrides
+    from voice_agent.core.tool_spec import HarvestField as HarvestField
+    from voice_agent.long_call import GuardedTool as GuardedTool
+    from voice_agent.long_call import LongCall as LongCall
+    from voice_agent.long_call import guarded_tool as guarded_tool
+    from voice_agent.pipeline import CallProcessors as CallProcessors
+    from voice_agent.services.factory import without_sdk_retries as without_sdk_retries
+    from voice_agent.services.fake_llm import FakeLLM as FakeLLM
+    from voice_agent.services.fake_llm import FakeReply as FakeReply
+    from voice_agent.services.fake_llm import FakeToolCall as FakeToolCall
+    from voice_agent.settings import Settings as Settings
+    from voice_agent.settings import load_settings as load_settings
+    from voice_agent.settings import with_overrides as with_overrides
 
 _EXPORTS = {
     "LongCall": "voice_agent.long_call",
