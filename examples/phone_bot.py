@@ -72,4 +72,5 @@ async def bot(runner_args: RunnerArguments) -> None:
 
 if __name__ == "__main__":
     from pipecat.runner.run import main
+
     main()
