@@ -31,7 +31,7 @@ from voice_agent import FakeLLM, FakeReply, FakeToolCall, LongCall, guarded_tool
 from voice_agent.call_factory import build_call
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
-from voice_agent.pipeline import TEXT_TURNS, build_call_pipeline
+from voice_agent.pipeline import build_call_pipeline, text_turns
 from voice_agent.services.factory import make_llm
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError
@@ -109,7 +109,7 @@ def test_build_call_pipeline_hands_the_aggregator_parameters_on_as_given() -> No
     # Not set means pipecat's own (VAD and transcription start a turn, an analyzer ends it), never external turns.
     default = build_call_pipeline(build_call(SETTINGS, "default").session, build_call(SETTINGS, "d").llm)
     assert default.user_aggregator._params.user_turn_strategies is None  # the aggregator's UserTurnStrategies()
-    assert isinstance(TEXT_TURNS.user_turn_strategies, ExternalUserTurnStrategies)
+    assert isinstance(text_turns().user_turn_strategies, ExternalUserTurnStrategies)
 
 
 # -- trap: messages other processors add never reached the model ---------------------------------------
@@ -139,7 +139,7 @@ async def test_an_undeclared_tool_runs_as_a_plain_tool_and_its_result_stays_in_t
     call = LongCall([guarded_tool(LOOKUP, identifiers=["order_id"])], settings=SETTINGS).attach(llm, call_id="t")
     assert llm._functions["lookup_order"].timeout_secs == 3.0  # the handler's own options are kept
     user, assistant = LLMContextAggregatorPair(LLMContext(tools=ToolsSchema([LOOKUP, HOURS])),
-                                               user_params=TEXT_TURNS)
+                                               user_params=text_turns())
     pipeline = Pipeline([user, *call.before_llm, llm, *call.after_llm, *call.after_output, assistant])
     frames = [LLMMessagesAppendFrame([{"role": "user", "content": "When are you open?"}], run_llm=True),
               SleepFrame(0.6),

@@ -66,7 +66,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from voice_agent.call_factory import CallParts, build_call
 from voice_agent.domains.base import Domain
-from voice_agent.pipeline import TEXT_TURNS, build_call_pipeline
+from voice_agent.pipeline import build_call_pipeline, text_turns
 from voice_agent.policies import PolicyName
 from voice_agent.services.factory import make_llm
 from voice_agent.services.reference_llm import ReferenceLLMService
@@ -194,7 +194,7 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     parts = _make_call(options, call_id)
     session, llm = parts.session, parts.llm
     call = build_call_pipeline(session, llm, before_user=[transport.input()], tts=[transport.output()],
-                               user_params=TEXT_TURNS)
+                               user_params=text_turns())
     # The worker prepends the RTVI processor and adds its observer: the harness is an RTVI client.
     worker = PipelineWorker(
         call.pipeline,

@@ -110,8 +110,12 @@ def pipecat_summarization(policy: PipecatBuiltinPolicy) -> LLMAssistantAggregato
     )
 
 
-TEXT_TURNS = LLMUserAggregatorParams(user_turn_strategies=ExternalUserTurnStrategies())
-"""The user aggregator of a text call: the driver says when a turn ends (no VAD, no transcription timing)."""
+def text_turns() -> LLMUserAggregatorParams:
+    """The user aggregator of a text call: the driver says when a turn ends (no VAD, no transcription timing).
+
+    A new object per call: pipecat's aggregator may write to its parameters.
+    """
+    return LLMUserAggregatorParams(user_turn_strategies=ExternalUserTurnStrategies())
 
 
 @dataclass
@@ -190,7 +194,7 @@ def build_call_pipeline(
             e.g. the transport input and STT, then speculative retrieval.
         tts: Processors after the output guard (TTS and the transport output), empty in text mode.
         user_params: The user aggregator's parameters, as given (turn strategies, VAD, stop timeout); None:
-            pipecat's defaults. A text call, whose driver ends each turn itself, passes :data:`TEXT_TURNS`.
+            pipecat's defaults. A text call, whose driver ends each turn itself, passes :func:`text_turns`.
         assistant_params: The assistant aggregator's parameters, as given; under the ``pipecat`` policy its
             summarization settings are the policy's.
     """
