@@ -61,6 +61,8 @@ class ContextAssembly(FrameProcessor):
     new LLMContext, so tool call/result pairing in the canonical history stays intact.
     Under the ``pipecat`` policy the frame goes on unchanged (pipecat's own context is
     what that policy shows the model); the caller's new words still open the turn.
+    The history's messages that are no turn's (its system message, notes other processors
+    add) go to the model first, unchanged; so do the context's tools and tool choice.
 
     Args:
         session: The call.
@@ -93,7 +95,8 @@ class ContextAssembly(FrameProcessor):
                 await self._session.begin_turn(" ".join(new))
             self._session.count_request()
             return frame
-        users = self._history.read(canonical.get_messages())
+        history = canonical.get_messages()
+        users = self._history.read(history)
         # New caller words since the last inference open a turn (and maybe a summary pass).
         await self._session.sync_caller_messages(users)
         assembled = self._session.assemble()
@@ -102,5 +105,8 @@ class ContextAssembly(FrameProcessor):
             # pipecat 1.9+ takes the prompt as the service's system instruction (set once per call
             # by build_call_pipeline); a leading system message in the context is deprecated.
             messages = messages[1:]
+        # What the lanes do not hold goes first, as it stands in the history: the system message of the user's
+        # own context, notes other processors added. It only grows, so the cached prefix survives it.
+        messages = [*self._history.passthrough(history), *messages]
         context = LLMContext(messages=messages, tools=canonical.tools, tool_choice=canonical.tool_choice)
         return LLMContextFrame(context=context, speculation=frame.speculation)

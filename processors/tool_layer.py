@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
+from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
@@ -16,7 +20,10 @@ from pipecat.frames.frames import (
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from voice_agent.core.llm_recovery import RecoveryLines
-from voice_agent.session import CallSession
+from voice_agent.session import CallSession, ToolAdmission
+
+FunctionHandler = Callable[[FunctionCallParams], Awaitable[None]]
+"""A pipecat function-call handler: it answers through ``params.result_callback``."""
 
 
 def tools_schema(session: CallSession) -> ToolsSchema:
@@ -28,23 +35,38 @@ def tools_schema(session: CallSession) -> ToolsSchema:
     return ToolsSchema(standard_tools=schemas)
 
 
-def register_guarded_tools(llm: LLMService, session: CallSession) -> None:
-    """Registers one guarded handler per domain tool on ``llm``.
+def guarded(session: CallSession, handler: FunctionHandler | None = None) -> FunctionHandler:
+    """A pipecat handler that runs one tool call behind the call's guards.
 
-    The guards run first; a rejection becomes the tool result the model reads, so the
-    bot is never left silent. A call cancelled by a barge-in is recorded as cancelled. Before a
-    date-bearing action a configured model reader reads the call while the caller hears the
-    holding line.
+    The guards run first; a refusal becomes the tool result the model reads, so the bot is never left silent.
+    An admitted call runs ``handler`` (a pipecat handler, the user's own, given the arguments as the ledger
+    spells them) or, with None, the domain's own handler; its result is recorded in the transcript lane and
+    harvested into the ledger and slots before it goes on to pipecat. A call cancelled by a barge-in is
+    recorded as cancelled. Before a date-bearing action a configured model reader reads the call while the
+    caller hears the holding line.
+
+    Args:
+        session: The call.
+        handler: The handler to run once the guards admit a call; None: the domain's.
     """
+    lines = RecoveryLines()
 
-    async def handler(params: FunctionCallParams) -> None:
-        if session.reads_dates(params.function_name, params.arguments) and session.config.holding_line:
+    async def run(params: FunctionCallParams) -> None:
+        name, call_id = params.function_name, params.tool_call_id
+        if session.reads_dates(name, params.arguments) and session.config.holding_line:
             # The model reads the call before a date-bearing action runs: the caller is not left in silence.
             await params.llm.push_frame(TTSSpeakFrame(session.config.holding_line, append_to_context=False))
         try:
-            result = await session.execute_tool(params.function_name, params.tool_call_id, dict(params.arguments))
+            if handler is None:
+                result = await session.execute_tool(name, call_id, dict(params.arguments))
+            else:
+                admission = await session.admit_tool_call(name, call_id, dict(params.arguments))
+                if admission.refusal is None:
+                    await _run_own(session, handler, params, admission)
+                    return
+                result = admission.refusal
         except asyncio.CancelledError:
-            session.cancel_tool(params.function_name, params.tool_call_id)
+            session.cancel_tool(name, call_id)
             raise
         if result.get("status") == "stopped":
             # One tool call too many in this turn: the model is not asked again (no loop can run up a bill),
@@ -56,8 +78,79 @@ def register_guarded_tools(llm: LLMService, session: CallSession) -> None:
             return
         await params.result_callback(result)
 
-    lines = RecoveryLines()
+    return run
+
+
+async def _run_own(
+    session: CallSession, handler: FunctionHandler, params: FunctionCallParams, admission: ToolAdmission
+) -> None:
+    """Runs the user's handler on an admitted call; its final result is recorded and harvested on its way."""
+    name, call_id = params.function_name, params.tool_call_id
+    answered = False
+
+    async def record(result: Any, *, properties: FunctionCallResultProperties | None = None) -> None:
+        nonlocal answered
+        if properties is None or properties.is_final:  # an async tool's progress reports are not its result
+            answered = True
+            session.tool_returned(name, call_id, admission, result)
+        await params.result_callback(result, properties=properties)
+
+    try:
+        await handler(dataclasses.replace(params, arguments=admission.arguments, result_callback=record))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # as for the domain's tools: the model hears the failure, the call goes on
+        if answered:
+            raise
+        await params.result_callback(session.tool_failed(name, call_id, exc))
+
+
+def register_guarded_tools(llm: LLMService[Any], session: CallSession) -> None:
+    """Registers one guarded handler per domain tool on ``llm`` (the domain's own handlers run)."""
+    handler = guarded(session)
     for tool in session.domain.tools:
         llm.register_function(tool.name, handler)
     # A tool the model invents reaches the gate too: it answers "no tool named X" (and counts toward the cap).
     llm.register_function(None, handler)
+
+
+def registered_tools(llm: LLMService[Any]) -> list[str]:
+    """The tool names with a handler registered on ``llm``, in registration order.
+
+    pipecat lists its handlers only privately (``LLMService._functions``, pinned by a test).
+
+    Raises:
+        ValueError: A handler is one of pipecat's direct functions (they carry their own schema), or a catch-all
+            (the guards check each tool by name): register a handler per tool name instead.
+    """
+    names = []
+    for name, item in llm._functions.items():
+        if name is None or isinstance(item.handler, DirectFunctionWrapper):
+            raise ValueError(f"{'the catch-all handler' if name is None else 'tool ' + name}: only a handler "
+                             "registered for one tool name can be guarded (llm.register_function(name, handler))")
+        names.append(name)
+    return names
+
+
+def guard_registered_handlers(llm: LLMService[Any], session: CallSession) -> list[str]:
+    """Puts every handler already registered on ``llm`` behind the guards, each with its own options.
+
+    Every tool call is then recorded in the transcript lane, whatever the tool: the lanes rebuild each
+    request from it, so a tool left outside would be called again and again. A catch-all handler is added:
+    a tool the model invents is answered by the gate ("no tool named X"). Handlers are read as
+    :func:`registered_tools` reads them and registered again through the public ``register_function``.
+
+    Returns:
+        The names of the tools now guarded.
+
+    Raises:
+        ValueError: As :func:`registered_tools`.
+    """
+    names = registered_tools(llm)
+    for name in names:
+        item = llm._functions[name]
+        handler = cast(FunctionHandler, item.handler)  # not a direct function: registered_tools checked
+        llm.register_function(name, guarded(session, handler), cancel_on_interruption=item.cancel_on_interruption,
+                              timeout_secs=item.timeout_secs, cancellable_by_llm=item.cancellable_by_llm)
+    llm.register_function(None, guarded(session))
+    return names

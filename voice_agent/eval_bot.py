@@ -66,7 +66,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from voice_agent.call_factory import CallParts, build_call
 from voice_agent.domains.base import Domain
-from voice_agent.pipeline import build_call_pipeline
+from voice_agent.pipeline import build_call_pipeline, text_turns
 from voice_agent.policies import PolicyName
 from voice_agent.services.factory import make_llm
 from voice_agent.services.reference_llm import ReferenceLLMService
@@ -175,7 +175,7 @@ def _default_options() -> EvalBotOptions:
 def _make_call(options: EvalBotOptions, call_id: str) -> CallParts:
     def llm_for(domain: Domain) -> LLMService[Any]:
         if options.settings.llm.provider == "reference":
-            return ReferenceLLMService(domain.make_brain(), stream_delay=options.stream_delay)
+            return ReferenceLLMService(domain.brain(), stream_delay=options.stream_delay)
         return make_llm(options.settings, domain)
 
     return build_call(options.settings, call_id, llm_factory=llm_for)
@@ -193,7 +193,8 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     call_id = f"eval-{runner_args.session_id or uuid.uuid4().hex[:8]}"
     parts = _make_call(options, call_id)
     session, llm = parts.session, parts.llm
-    call = build_call_pipeline(session, llm, before_user=[transport.input()], tts=[transport.output()])
+    call = build_call_pipeline(session, llm, before_user=[transport.input()], tts=[transport.output()],
+                               user_params=text_turns())
     # The worker prepends the RTVI processor and adds its observer: the harness is an RTVI client.
     worker = PipelineWorker(
         call.pipeline,

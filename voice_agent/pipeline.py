@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -20,7 +21,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
-from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserTurnStrategies
+from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies
 from pipecat.utils.context.llm_context_summarization import (
     LLMAutoContextSummarizationConfig,
     LLMContextSummaryConfig,
@@ -109,20 +110,82 @@ def pipecat_summarization(policy: PipecatBuiltinPolicy) -> LLMAssistantAggregato
     )
 
 
+def text_turns() -> LLMUserAggregatorParams:
+    """The user aggregator of a text call: the driver says when a turn ends (no VAD, no transcription timing).
+
+    A new object per call: pipecat's aggregator may write to its parameters.
+    """
+    return LLMUserAggregatorParams(user_turn_strategies=ExternalUserTurnStrategies())
+
+
+@dataclass
+class CallProcessors:
+    """The processors that make a pipecat pipeline long-call safe, to splice around its LLM.
+
+    ``[transport.input(), stt, *before_user, user_aggregator, *before_llm, llm, *after_llm, tts,
+    transport.output(), *after_output, assistant_aggregator]``: the pipeline's own aggregators, prompt,
+    tools, turn strategies and services stay as they are.
+
+    Attributes:
+        session: The call's lanes, policy and guards.
+        before_user: Reads the caller's interim transcripts ahead (an optimisation for audio calls; optional).
+        before_llm: Context assembly (each request built from the lanes), then the LLM watchdog's inlet.
+        after_llm: The watchdog's outlet, context assembly for re-runs after tool results, the output guard.
+        after_output: The turn log (records what the agent said as heard and closes each turn).
+        output_guard: The output guard (its ``on_output_blocked`` event).
+        turn_log: The turn log (its ``on_turn_completed`` and ``on_interrupted`` events).
+        watchdog: The LLM watchdog (timeouts, retries, the recovery lines).
+    """
+
+    session: CallSession
+    before_user: list[FrameProcessor]
+    before_llm: list[FrameProcessor]
+    after_llm: list[FrameProcessor]
+    after_output: list[FrameProcessor]
+    output_guard: OutputGuardProcessor
+    turn_log: TurnLog
+    watchdog: LLMWatchdog
+
+
+def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequence[Any] = ()) -> CallProcessors:
+    """The call's processors around ``llm`` (its tool handlers are not touched here).
+
+    ``restored``: the messages a resumed ``pipecat``-policy call's context starts with (the very objects);
+    said on an earlier leg, they open no turn here.
+
+    The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
+    ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
+    answers the caller itself when the LLM fails.
+    """
+    caller_messages, history = CallerMessages(), CallerHistoryReader()
+    caller_messages.new(list(restored))
+    output_guard = OutputGuardProcessor(session, name="output-guard")
+    turn_log = TurnLog(session, name="turn-log")
+    watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
+    return CallProcessors(
+        session,
+        before_user=[CallerReadAhead(session, name="caller-read-ahead")],
+        before_llm=[ContextAssembly(session, caller_messages, history, name="context-assembly-in"), watchdog.inlet],
+        after_llm=[watchdog.outlet, ContextAssembly(session, caller_messages, history, name="context-assembly-rerun"),
+                   output_guard],
+        after_output=[turn_log],
+        output_guard=output_guard, turn_log=turn_log, watchdog=watchdog,
+    )
+
+
 def build_call_pipeline(
     session: CallSession,
     llm: LLMService,
     *,
     before_user: Sequence[FrameProcessor] = (),
     tts: Sequence[FrameProcessor] = (),
-    user_turn_strategies: UserTurnStrategies | None = None,
-    user_turn_stop_timeout: float = 5.0,
+    user_params: LLMUserAggregatorParams | None = None,
+    assistant_params: LLMAssistantAggregatorParams | None = None,
 ) -> CallPipeline:
     """Wires STT -> caller read-ahead -> user aggregator -> context assembly -> LLM -> output guard -> TTS -> turn log.
 
-    The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
-    ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
-    answers the caller itself when the LLM fails.
+    The domain's tools are registered on ``llm`` behind the guards and advertised in the context; the domain's
+    prompt is appended to the LLM's system instruction. The processors are :func:`call_processors`'.
 
     Args:
         session: The call's core state.
@@ -130,46 +193,33 @@ def build_call_pipeline(
         before_user: Processors between the input (transport/STT) and the user aggregator,
             e.g. the transport input and STT, then speculative retrieval.
         tts: Processors after the output guard (TTS and the transport output), empty in text mode.
-        user_turn_strategies: How user turns start and stop; text mode drives turns externally.
-        user_turn_stop_timeout: Longest wait for a transcript after the caller stops speaking; a slow
-            offline STT needs more than pipecat's 5 s default, or a turn ends with no words.
+        user_params: The user aggregator's parameters, as given (turn strategies, VAD, stop timeout); None:
+            pipecat's defaults. A text call, whose driver ends each turn itself, passes :func:`text_turns`.
+        assistant_params: The assistant aggregator's parameters, as given; under the ``pipecat`` policy its
+            summarization settings are the policy's.
     """
     register_guarded_tools(llm, session)
-    llm.append_system_instruction(session.system_prompt)
+    if session.system_prompt:
+        llm.append_system_instruction(session.system_prompt)
     restored = cast(list[Any], session.pipeline_history())  # a resumed pipecat-policy call's earlier turns
     context = LLMContext(messages=restored, tools=tools_schema(session))
-    strategies = user_turn_strategies or ExternalUserTurnStrategies()
     policy = session.policy
-    assistant_params = (pipecat_summarization(policy) if isinstance(policy, PipecatBuiltinPolicy)
-                        else LLMAssistantAggregatorParams())
+    assistant_params = assistant_params or LLMAssistantAggregatorParams()
+    if isinstance(policy, PipecatBuiltinPolicy):
+        summarization = pipecat_summarization(policy)
+        assistant_params = dataclasses.replace(
+            assistant_params, enable_auto_context_summarization=summarization.enable_auto_context_summarization,
+            auto_context_summarization_config=summarization.auto_context_summarization_config)
     user_agg, assistant_agg = LLMContextAggregatorPair(
-        context,
-        user_params=LLMUserAggregatorParams(
-            user_turn_strategies=strategies, user_turn_stop_timeout=user_turn_stop_timeout
-        ),
-        assistant_params=assistant_params,
+        context, user_params=user_params or LLMUserAggregatorParams(), assistant_params=assistant_params,
     )
-    caller_messages, history = CallerMessages(), CallerHistoryReader()
-    caller_messages.new(restored)  # said on an earlier leg: handed on now, they open no turn here
-    output_guard = OutputGuardProcessor(session, name="output-guard")
-    turn_log = TurnLog(session, name="turn-log")
-    watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
+    parts = call_processors(session, llm, restored)
     processors: list[FrameProcessor] = [
-        *before_user,
-        CallerReadAhead(session, name="caller-read-ahead"),
-        user_agg,
-        ContextAssembly(session, caller_messages, history, name="context-assembly-in"),
-        watchdog.inlet,
-        llm,
-        watchdog.outlet,
-        ContextAssembly(session, caller_messages, history, name="context-assembly-rerun"),
-        output_guard,
-        *tts,
-        turn_log,
-        assistant_agg,
+        *before_user, *parts.before_user, user_agg, *parts.before_llm, llm, *parts.after_llm, *tts,
+        *parts.after_output, assistant_agg,
     ]
-    call = CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, output_guard, turn_log,
-                        watchdog)
+    call = CallPipeline(Pipeline(processors), session, llm, user_agg, assistant_agg, parts.output_guard,
+                        parts.turn_log, parts.watchdog)
 
     async def on_summary_applied(_aggregator: Any, _summarizer: Any, event: SummaryAppliedEvent) -> None:
         counts = {"messages_before": event.original_message_count, "messages_after": event.new_message_count,

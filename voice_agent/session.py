@@ -56,6 +56,21 @@ class GuardEvent:
 
 
 @dataclass(frozen=True)
+class ToolAdmission:
+    """What the guards decided about one tool call, before it runs.
+
+    Attributes:
+        arguments: The arguments to run it with (identifiers as the ledger spells them).
+        decision: The guards' decision (None when the call was stopped before the guards).
+        refusal: The result for the model instead of running the tool (stopped or rejected); None: run it.
+    """
+
+    arguments: dict[str, Any]
+    decision: GateDecision | None = None
+    refusal: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class SessionConfig:
     """How one call is run.
 
@@ -135,8 +150,7 @@ class CallSession:
         self.date_guard = DateGuard(config.reference_date)
         self.gate = ToolGate({t.name: t for t in domain.tools}, self.date_guard)
         self.output_guard = OutputGuard(config.output_guard)
-        today = config.reference_date.isoformat()
-        prompt = domain.system_prompt.format(today=today, reference_date=today)
+        prompt = domain.prompt_for(config.reference_date)
         self.assembler_config = AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints)
         self.system_prompt = prompt
         self.summarizer = summarizer
@@ -359,44 +373,66 @@ class CallSession:
         logger.warning("call {}: {}", self.call_id, failure.describe())
         return result
 
+    async def admit_tool_call(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> ToolAdmission:
+        """The guards' part of a tool call, before anything runs: the loop cap, the date reading, the guards.
+
+        The call is recorded in the transcript; a refused one with its result. An admitted call must be followed
+        by :meth:`tool_returned` or :meth:`tool_failed` (or :meth:`cancel_tool`), whoever runs the tool.
+        """
+        stopped = self.stop_tool_loop(name, call_id, arguments)
+        if stopped is not None:
+            return ToolAdmission(dict(arguments), refusal=stopped)
+        reading = await self.read_dates(name, arguments)
+        decision = self.review_tool_call(name, call_id, arguments, reading)
+        if decision.rejection is not None:
+            return ToolAdmission(dict(arguments), decision, refusal=decision.rejection)
+        # A respaced or re-cased ledger identifier runs, and is harvested, as the ledger spells it.
+        return ToolAdmission(decision.arguments_to_run(arguments), decision)
+
+    def tool_returned(self, name: str, call_id: str, admission: ToolAdmission, result: Any) -> None:
+        """An admitted call's result: recorded, then harvested into the ledger and slots."""
+        self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result, ToolOutcome.COMPLETED)
+        harvested = self.gate.harvest(self.state, name, admission.arguments, result, admission.decision)
+        if harvested is not None and harvested.errors:
+            logger.warning("call {}: {} slot value(s) from {} did not fit the slot model", self.call_id,
+                           len(harvested.errors), name)
+
+    def tool_failed(self, name: str, call_id: str, error: BaseException) -> dict[str, Any]:
+        """An admitted call's tool raised: recorded as failed.
+
+        Returns:
+            The result for the model: a :class:`~voice_agent.domains.base.ToolError`'s message, else a line
+            that asks the model to apologise (a broken tool must not take the call down).
+        """
+        if isinstance(error, ToolError):
+            result: dict[str, Any] = {"status": "error", "error": str(error)}
+        else:
+            logger.opt(exception=error).error("call {}: tool {} raised", self.call_id, name)
+            result = {"status": "error", "error": f"The tool {name} failed ({type(error).__name__}). Apologise and "
+                      "offer to try again or transfer to a colleague."}
+        self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result, ToolOutcome.FAILED)
+        return result
+
     async def execute_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Guards, runs and harvests one tool call; always returns a result for the model.
+        """Guards, runs (the domain's handler) and harvests one tool call; always returns a result for the model.
 
         A call past the turn's cap, or the same refused call again, is stopped (status ``stopped``): the tool
         layer then ends the turn with a line for the caller instead of asking the model again.
         """
-        stopped = self.stop_tool_loop(name, call_id, arguments)
-        if stopped is not None:
-            return stopped
-        reading = await self.read_dates(name, arguments)
-        decision = self.review_tool_call(name, call_id, arguments, reading)
-        if decision.rejection is not None:
-            return decision.rejection
+        admission = await self.admit_tool_call(name, call_id, arguments)
+        if admission.refusal is not None:
+            return admission.refusal
         handler = self.domain.handlers.get(name)
-        turn = max(self.state.turn, 1)
         if handler is None:
             result: dict[str, Any] = {"status": "error", "error": f"The tool {name} is not available."}
-            self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
+            self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result,
+                                                     ToolOutcome.FAILED)
             return result
-        # A respaced or re-cased ledger identifier runs, and is harvested, as the ledger spells it.
-        run_arguments = decision.arguments_to_run(arguments)
         try:
-            result = await handler(run_arguments, self.state)
-        except ToolError as exc:
-            result = {"status": "error", "error": str(exc)}
-            self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
-            return result
-        except Exception as exc:  # a broken tool must not take the call down
-            logger.exception("call {}: tool {} raised", self.call_id, name)
-            result = {"status": "error", "error": f"The tool {name} failed ({type(exc).__name__}). Apologise and "
-                      "offer to try again or transfer to a colleague."}
-            self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.FAILED)
-            return result
-        self.state.transcript.append_tool_result(turn, name, call_id, result, ToolOutcome.COMPLETED)
-        harvested = self.gate.harvest(self.state, name, run_arguments, result, decision)
-        if harvested is not None and harvested.errors:
-            logger.warning("call {}: {} slot value(s) from {} did not fit the slot model", self.call_id,
-                           len(harvested.errors), name)
+            result = await handler(admission.arguments, self.state)
+        except Exception as exc:
+            return self.tool_failed(name, call_id, exc)
+        self.tool_returned(name, call_id, admission, result)
         return result
 
     def cancel_tool(self, name: str, call_id: str) -> None:

@@ -27,7 +27,7 @@ class AssemblerConfig:
     """What the assembler adds around the lanes.
 
     Args:
-        system_prompt: The agent's instructions.
+        system_prompt: The agent's instructions (empty: none, the LLM service carries its own).
         hard_constraints: Rules restated close to the end of every context.
         summary_max_tokens: Budget for the summary lane; the oldest lines go first when over.
         max_retrieved: Most knowledge chunks injected (precision over recall).
@@ -210,7 +210,7 @@ class ContextAssembler:
             extra_facts: More verbatim KNOWN FACTS lines, e.g. the caller's date constraints in their own words.
         """
         lanes: dict[str, list[Message]] = {name: [] for name in LANE_ORDER}
-        lanes["system"].append({"role": "system", "content": self.config.system_prompt})
+        lanes["system"] = system_lane(self.config.system_prompt)
         facts = known_facts_block(state, extra_facts)
         if facts:
             lanes["known_facts"].append({"role": LANE_ROLE, "content": facts})
@@ -224,6 +224,15 @@ class ContextAssembler:
         context = AssembledContext.from_lanes(lanes)
         context.summary_lines_dropped = dropped
         return context
+
+
+def system_lane(prompt: str) -> list[Message]:
+    """The system lane: the prompt as the first message, or nothing when the prompt is empty.
+
+    Empty when the prompt is the LLM service's own (a pipecat user's ``system_instruction``, or the system
+    message of their own context, which the context stage passes through): no empty system message is sent.
+    """
+    return [{"role": "system", "content": prompt}] if prompt else []
 
 
 def lane_of(message: Message | None) -> list[Message]:

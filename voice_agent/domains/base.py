@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +30,10 @@ class Domain:
         slot_model: The typed must-keep facts.
         tools: Tool specs, with identifier and date parameters marked.
         handlers: Tool name -> handler.
-        make_brain: Builds the deterministic reference brain for this domain.
-        system_prompt: The agent's instructions.
+        make_brain: Builds the deterministic reference brain for this domain; None for a domain served only by
+            a real model (the library's: :class:`voice_agent.LongCall`).
+        system_prompt: The agent's instructions; ``{today}`` and ``{reference_date}`` become the call's date, every
+            other brace stays as written (no ``str.format``). Empty: the prompt is the LLM service's own.
         hard_constraints: Rules restated at the end of every context.
     """
 
@@ -38,10 +41,29 @@ class Domain:
     slot_model: type[BaseModel]
     tools: tuple[ToolSpec, ...]
     handlers: Mapping[str, ToolHandler]
-    make_brain: Callable[[], Brain]
+    make_brain: Callable[[], Brain] | None
     system_prompt: str
     hard_constraints: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def brain(self) -> Brain:
+        """A new reference brain for this domain.
+
+        Raises:
+            ValueError: The domain has none (it is served by a real model only).
+        """
+        if self.make_brain is None:
+            raise ValueError(f"the {self.name} domain has no reference brain: serve it with a real LLM")
+        return self.make_brain()
+
+    def prompt_for(self, today: dt.date) -> str:
+        """The system prompt of a call on ``today``: its date placeholders filled, nothing else touched.
+
+        Only the two named placeholders are replaced: a prompt holding JSON or other braces reaches the model
+        as written (``str.format`` would raise on it or eat its braces).
+        """
+        iso = today.isoformat()
+        return self.system_prompt.replace("{today}", iso).replace("{reference_date}", iso)
 
     @property
     def id_shapes(self) -> tuple[str, ...]:

@@ -388,7 +388,7 @@ async def check_trace(
         session = build_session(settings, str(trace.get("scenario", "trace")), dom,
                                 FaultInjectingSummarizer(r, tracked, s))
         session.state.tracker = tracker
-        return _Run(session.state, session.policy, dom.make_brain()), session.gate
+        return _Run(session.state, session.policy, dom.brain()), session.gate
 
     compacted, gate_c = make_run(ForcedCompaction(ctx_policy, mode=mode))
     reference_run, gate_u = make_run(NoCompaction(ctx_policy))

@@ -142,10 +142,9 @@ def build_plain_worker(websocket: Any, serializer: Any, audio: Any) -> PipelineW
         FastAPIWebsocketParams(audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
                                serializer=serializer),
     )
-    llm = ReferenceLLMService(domain.make_brain())
+    llm = ReferenceLLMService(domain.brain())
     plain_tools(llm, domain, state)
-    today = state.reference_date.isoformat()
-    llm.append_system_instruction(domain.system_prompt.format(today=today, reference_date=today))
+    llm.append_system_instruction(domain.prompt_for(state.reference_date))
     schemas = []
     for tool in domain.tools:
         params = tool.json_schema(with_kinds=False)
@@ -174,7 +173,7 @@ def warm_up(stack: AudioStack) -> None:
     date parser's language data (seconds of CPU), so neither bridge's first calls pay for them."""
     stack.warm_up()
     domain = billing_domain()
-    brain = domain.make_brain()
+    brain = domain.brain()
     for text in ("Hello, is this the right line?", "It's about the October one; call me after the 14th."):
         brain.respond([{"role": "system", "content": "Today is 2026-11-30."}, {"role": "user", "content": text}],
                       [t.name for t in domain.tools])

@@ -480,8 +480,7 @@ def record_domain(record: Scenario, specs: Mapping[str, ToolSpec], slot_model: t
     """The domain a replayed record runs in: its tools, its slots, no handlers (the replay answers)."""
     return Domain(
         name=record.domain, slot_model=slot_model, tools=tuple(specs.values()), handlers={},
-        make_brain=_no_brain, system_prompt=assembler_config(record).system_prompt.replace("{", "{{").replace(
-            "}", "}}"),
+        make_brain=_no_brain, system_prompt=assembler_config(record).system_prompt,
     )
 
 

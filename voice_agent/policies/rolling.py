@@ -14,6 +14,7 @@ from voice_agent.core.assembler import (
     entries_to_messages,
     lane_of,
     retrieved_message,
+    system_lane,
 )
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import folded_entries
@@ -72,7 +73,7 @@ class RollingPolicy:
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, the summary, retrieved chunks, the unsummarized raw turns, constraints."""
         lanes: dict[str, list[Message]] = {
-            "system": [{"role": "system", "content": self.config.system_prompt}],
+            "system": system_lane(self.config.system_prompt),
             "summary": (
                 [{"role": LANE_ROLE, "content": f"SUMMARY of earlier turns:\n{self.summary}"}] if self.summary else []
             ),

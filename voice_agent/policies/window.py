@@ -12,6 +12,7 @@ from voice_agent.core.assembler import (
     entries_to_messages,
     lane_of,
     retrieved_message,
+    system_lane,
 )
 from voice_agent.core.call_state import CallState
 from voice_agent.policies.base import NoRegeneration
@@ -28,7 +29,7 @@ class WindowPolicy(NoRegeneration):
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, retrieved chunks, the last K turns, constraints."""
         lanes: dict[str, list[Message]] = {
-            "system": [{"role": "system", "content": self.config.system_prompt}],
+            "system": system_lane(self.config.system_prompt),
             "retrieved": lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved])),
             "recent": entries_to_messages(state.recent_entries()),
             "constraints": lane_of(constraints_message(self.config.hard_constraints)),

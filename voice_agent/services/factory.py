@@ -75,12 +75,15 @@ def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
     if config.model:
         kwargs["settings"] = service_class.Settings(model=config.model)
     service: LLMService[Any] = service_class(**kwargs)
-    _without_sdk_retries(service, config)
+    without_sdk_retries(service, config)
     return service
 
 
-def _without_sdk_retries(service: LLMService[Any], config: LLMConfig) -> None:
+def without_sdk_retries(service: LLMService[Any], config: LLMConfig) -> None:
     """Leaves timeouts and retries to the call's LLM watchdog (:mod:`processors.llm_watchdog`).
+
+    Public for an LLM service the user builds: :meth:`voice_agent.LongCall.attach` applies it to the
+    service it is given; call it yourself on any other service of the call (a summarizing LLM).
 
     The OpenAI and Anthropic SDKs retry failed requests themselves (OpenAI: 2 retries with back-off,
     600 s timeout), unseen by pipecat: a provider answering 500 would keep the caller waiting through
@@ -90,6 +93,7 @@ def _without_sdk_retries(service: LLMService[Any], config: LLMConfig) -> None:
     SDK's own timeout becomes a backstop a little past the watchdog's total timeout, for the
     out-of-band inferences (summaries) the watchdog does not see.
     """
+    # pipecat keeps the SDK client private; a service without one (not OpenAI or Anthropic) is left as it is.
     client = getattr(service, "_client", None)
     with_options = getattr(client, "with_options", None)
     if callable(with_options):
@@ -115,10 +119,16 @@ def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
         ``ReferenceLLMService`` for ``reference``, else the provider's real pipecat service.
 
     Raises:
-        SettingsError: When a hosted provider has no key or its SDK is not installed.
+        SettingsError: When a hosted provider has no key or its SDK is not installed, or ``reference`` is chosen
+            for a domain without a reference brain.
     """
     if settings.llm.provider == "reference":
-        return ReferenceLLMService(domain.make_brain())
+        if domain.make_brain is None:
+            raise SettingsError(
+                f"settings: llm.provider=reference needs a reference brain and the {domain.name} domain has none "
+                "(pass your own LLM service, or set llm.provider=openai|anthropic|google)"
+            )
+        return ReferenceLLMService(domain.brain())
     return make_hosted_llm(settings.llm)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
     FunctionCallFromLLM,
     LLMFullResponseEndFrame,
@@ -75,6 +76,8 @@ class FakeLLM(OfflineLLMService):
     Args:
         script: Turn number (from 1) -> its replies, in order; missing turns say ``default``.
         default: The reply when the script is silent.
+        **kwargs: Passed to :class:`~voice_agent.services.offline_llm.OfflineLLMService` (``system_instruction``)
+            and pipecat's ``LLMService``.
     """
 
     def __init__(
@@ -87,6 +90,10 @@ class FakeLLM(OfflineLLMService):
         self._step = 0
         self.received: list[list[dict[str, Any]]] = []
         """Every context the fake received, as plain messages."""
+        self.received_tools: list[list[str]] = []
+        """The names of the tools each context offered the model, in order."""
+        self.instructions: list[str | None] = []
+        """The system instruction the model had at each inference."""
 
     def _next_reply(self, messages: Sequence[Mapping[str, Any]], *, retry: bool = False) -> FakeReply:
         # Lane messages (KNOWN FACTS, rules) may follow the raw turns: look at the last turn message.
@@ -104,6 +111,9 @@ class FakeLLM(OfflineLLMService):
         messages = [dict(m) for m in context.get_messages() if isinstance(m, dict)]
         retry = bool(self.received) and self._turn > 0 and messages == self.received[-1]
         self.received.append(messages)
+        tools = context.tools
+        self.received_tools.append([t.name for t in tools.standard_tools] if isinstance(tools, ToolsSchema) else [])
+        self.instructions.append(self.system_instruction)
         reply = self._next_reply(messages, retry=retry)
         if reply.delay > 0:
             await asyncio.sleep(reply.delay)

@@ -22,11 +22,12 @@ class OfflineLLMService(LLMService):
 
     Args:
         model: The model name it reports.
+        system_instruction: The system prompt, as a hosted service takes it (``Settings(system_instruction=...)``).
     """
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
+    def __init__(self, model: str, *, system_instruction: str | None = None, **kwargs: Any) -> None:
         settings = LLMSettings(
-            model=model, system_instruction=None, temperature=None, max_tokens=None, top_p=None,
+            model=model, system_instruction=system_instruction, temperature=None, max_tokens=None, top_p=None,
             top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
             filter_incomplete_user_turns=None, user_turn_completion_config=None,
         )
@@ -36,6 +37,12 @@ class OfflineLLMService(LLMService):
     def can_generate_metrics(self) -> bool:
         """Reports TTFB and processing metrics like any LLM service."""
         return True
+
+    @property
+    def system_instruction(self) -> str | None:
+        """The system prompt a hosted model would be sent now (the service's own and any appended)."""
+        instruction = self._settings.system_instruction
+        return instruction if isinstance(instruction, str) else None
 
     def next_call_id(self, prefix: str) -> str:
         """A fresh tool-call id (``prefix-1``, ``prefix-2``...)."""

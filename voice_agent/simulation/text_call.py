@@ -15,7 +15,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
-from voice_agent.pipeline import CallPipeline, build_call_pipeline
+from voice_agent.pipeline import CallPipeline, build_call_pipeline, text_turns
 from voice_agent.recording.observer import RecorderObserver
 from voice_agent.recording.record import CallRecorder
 from voice_agent.session import CallSession
@@ -83,7 +83,7 @@ async def run_text_call(
         CallFailed: a processor other than the LLM reported an error (needs ``recorder``, whose observer
             sees it).
     """
-    call = build_call_pipeline(session, llm, before_user=before_user)
+    call = build_call_pipeline(session, llm, before_user=before_user, user_params=text_turns())
     completed = asyncio.Event()
     failures: list[str] = []
 

@@ -321,6 +321,7 @@ def local_audio_problem() -> str | None:
 
 async def _talk(stack: AudioStack) -> None:
     from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+    from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregatorParams
     from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
     from pipecat.workers.runner import WorkerRunner
 
@@ -339,8 +340,9 @@ async def _talk(stack: AudioStack) -> None:
     call = build_call_pipeline(
         parts.session, parts.llm,
         before_user=[transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes)],
-        tts=[audio.tts, transport.output()], user_turn_strategies=audio.turn_strategies,
-        user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
+        tts=[audio.tts, transport.output()],
+        user_params=LLMUserAggregatorParams(user_turn_strategies=audio.turn_strategies,
+                                            user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT),
     )
     worker = PipelineWorker(call.pipeline, params=PipelineParams(audio_in_sample_rate=16000), enable_rtvi=False,
                             idle_timeout_secs=None, check_dangling_tasks=False)

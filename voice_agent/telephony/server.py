@@ -49,6 +49,7 @@ from fastapi.responses import JSONResponse, Response
 from loguru import logger
 from pipecat.frames.frames import EndFrame, LLMRunFrame, TTSSpeakFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregatorParams
 from pipecat.workers.runner import WorkerRunner
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -1151,7 +1152,8 @@ class VoiceBridge:
                   if self.config.knowledge else []),
             ],
             tts=[audio.tts, transport.output()],
-            user_turn_strategies=audio.turn_strategies, user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT,
+            user_params=LLMUserAggregatorParams(user_turn_strategies=audio.turn_strategies,
+                                                user_turn_stop_timeout=AUDIO_TURN_STOP_TIMEOUT),
         )
         # The operator's per-turn record (latency, tools run, what was heard), fed from outside the call by event
         # handlers of the LLM and the output guard: an observer would cost every frame of every processor.
@@ -1269,7 +1271,7 @@ class VoiceBridge:
             shared_index()  # a first run embeds the knowledge base (seconds); later runs read the cache
         try:
             parts = self.factory("warm-up")
-            brain = parts.session.domain.make_brain()
+            brain = parts.session.domain.brain()
             today = parts.session.config.reference_date.isoformat()
             for text in ("Hello, is this the right line?", "It's about the October one; call me after the 14th."):
                 brain.respond([{"role": "system", "content": f"Today is {today}."}, {"role": "user", "content": text}],
