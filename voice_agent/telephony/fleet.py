@@ -53,6 +53,7 @@ class FleetReservation:
         leg: The call's leg (1: new; more: a resume).
         resume_key: The key the webhook put in the leg's action URL (the worker running the leg records it).
         returning_key: The previous leg's key the provider came back with ("" for a new call).
+        resume_problem: Why the call's stored state could not be read ("": none); the call starts fresh.
     """
 
     call_id: str
@@ -61,6 +62,7 @@ class FleetReservation:
     leg: int
     resume_key: str = ""
     returning_key: str = ""
+    resume_problem: str = ""
 
 
 def fleet_for(store_backend: str, url: str | None, worker: str, max_calls: int = 0) -> Fleet | None:
@@ -102,7 +104,8 @@ class Fleet:
         data = json.dumps({"call_id": reservation.call_id, "provider": reservation.provider,
                            "provider_call_id": reservation.provider_call_id, "leg": reservation.leg,
                            "resume_key": reservation.resume_key,
-                           "returning_key": reservation.returning_key})
+                           "returning_key": reservation.returning_key,
+                           "resume_problem": reservation.resume_problem})
         await self.client.set(f"{PREFIX}token:{token}", data, px=max(1, int(ttl_secs * 1000)))
         await self._register(reservation.call_id, "reserved", reservation.leg)
         return True
@@ -124,7 +127,8 @@ class Fleet:
             reservation = FleetReservation(str(data["call_id"]), str(data["provider"]), data.get("provider_call_id"),
                                            int(data["leg"]),
                                            str(data.get("resume_key", "")),
-                                           str(data.get("returning_key", "")))
+                                           str(data.get("returning_key", "")),
+                                           str(data.get("resume_problem", "")))
         except (ValueError, KeyError, TypeError) as exc:
             logger.error("fleet: stream token {}... holds no reservation ({}: {}); refused", token[:6],
                          type(exc).__name__, exc)

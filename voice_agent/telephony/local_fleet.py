@@ -78,7 +78,8 @@ class LocalFleet(Fleet):
         data = json.dumps({"call_id": reservation.call_id, "provider": reservation.provider,
                            "provider_call_id": reservation.provider_call_id, "leg": reservation.leg,
                            "resume_key": reservation.resume_key,
-                           "returning_key": reservation.returning_key})
+                           "returning_key": reservation.returning_key,
+                           "resume_problem": reservation.resume_problem})
 
         def run(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM slots WHERE until <= ?", (now,))
@@ -117,7 +118,8 @@ class LocalFleet(Fleet):
             reservation = FleetReservation(str(data["call_id"]), str(data["provider"]),
                                            data.get("provider_call_id"), int(data["leg"]),
                                            str(data.get("resume_key", "")),
-                                           str(data.get("returning_key", "")))
+                                           str(data.get("returning_key", "")),
+                                           str(data.get("resume_problem", "")))
             db.execute("INSERT OR REPLACE INTO slots VALUES (?, ?)",
                        (reservation.call_id, time.time() + self.lease_secs))
             self._write_entry(db, reservation.call_id, "active", reservation.leg)

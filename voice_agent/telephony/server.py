@@ -537,6 +537,8 @@ class CallRegistry:
                             provider_call_id=provider_call_id, started=time.time(), leg=reservation.leg,
                             resume_key=reservation.resume_key or secrets.token_urlsafe(16),
                             returning_key=reservation.returning_key)
+        if reservation.resume_problem:
+            record.extra["resume_problem"] = reservation.resume_problem
         self._records[record.call_id] = record
         return record
 
@@ -758,6 +760,11 @@ class VoiceBridge:
             await self._forget_streams_taken_elsewhere()
         record = None if self.draining else self.registry.reserve(provider, provider_call_id, resume, address,
                                                                            returned=bool(returning))
+        if record is not None:
+            # Before the fleet publishes the reservation: the worker the stream reaches needs them.
+            record.returning_key = returning
+            if unreadable is not None:
+                record.extra["resume_problem"] = unreadable
         if record is not None and self.config.fleet is not None and not await self._fleet_reserve(record):
             record = None
         if record is None:
@@ -765,9 +772,6 @@ class VoiceBridge:
                         "draining" if self.draining else "at capacity, or that call id has already streamed")
             text, media = busy_instruction(provider)
             return Response(text, media_type=media)
-        if unreadable is not None:
-            record.extra["resume_problem"] = unreadable
-        record.returning_key = returning
         action = self._action_url(request, record.resume_key) if self.persistence is not None else None
         text, media = stream_instruction(provider, self._stream_url(request),
                                          {"token": record.token, "call_id": record.call_id}, action)
@@ -799,7 +803,8 @@ class VoiceBridge:
         """Takes the call's fleet slot and publishes its token; a full fleet (or a Redis failure) refuses it."""
         assert self.config.fleet is not None
         reservation = FleetReservation(record.call_id, record.provider.value, record.provider_call_id, record.leg,
-                                       record.resume_key, record.returning_key)
+                                       record.resume_key, record.returning_key,
+                                       str(record.extra.get("resume_problem", "")))
         try:
             taken = await self.config.fleet.reserve(reservation, record.token, self.config.token_ttl_secs)
         except RedisError as exc:
