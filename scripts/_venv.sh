@@ -73,7 +73,8 @@ run_installing_extras() {
   if [ "$status" -ne 0 ] && [ -n "$extra" ] && ! grep -qx -- "$extra" <<<"$(_stamped_extras)"; then
     echo "[setup] this command needs the $extra extra: installing it, then running the command again" >&2
     ensure_extras "$extra"
-    exec "$@"
+    run_installing_extras "$@"  # again: it may need a further extra (installed ones never repeat)
+    return
   fi
   return "$status"
 }

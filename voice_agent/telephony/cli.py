@@ -392,8 +392,8 @@ async def run_audio_simulation(
     from voice_agent.settings import load_settings, with_overrides
     from voice_agent.simulation.report import retrieval_summary
 
+    need("audio", "the audio simulation (--modality audio)")  # first: the audio extra brings telephony too
     need("telephony", "the audio simulation (--modality audio)")
-    need("audio", "the audio simulation (--modality audio)")
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
     from voice_agent.telephony.server import ServerConfig, running_bridge
 
