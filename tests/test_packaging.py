@@ -25,7 +25,9 @@ def test_every_package_is_in_the_wheel_list() -> None:
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     found = set(find_packages(where=str(ROOT), include=["voice_agent*", "processors*"]))
     assert found - listed == set(), "add these to [tool.setuptools].packages in pyproject.toml"
-    assert listed - found == {"voice_agent.data"}
+    data = {"voice_agent.data"} | {"voice_agent.data." + ".".join(d.relative_to(ROOT / "config").parts)
+                                   for d in (ROOT / "config").rglob("*") if d.is_dir() and d.name != "__pycache__"}
+    assert listed - found == data, "the data folders are listed too (config/ mapped to voice_agent.data)"
     assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {"voice_agent.data": "config"}
 
 
