@@ -64,10 +64,12 @@ ensure_extras() {
 run_installing_extras() {
   # Runs "$@". When it stops for a missing extra (the CLI exits 3 and names `pip install 'voice-agent[NAME]'`
   # on stderr) and that extra is not installed yet, installs it, saying so, and runs the command again.
-  local err status=0 extra
+  local err status extra
   err="$(mktemp)"
-  "$@" 2> >(tee "$err" >&2) || status=$?
-  wait $! 2>/dev/null || true  # let tee finish writing
+  # stderr through tee (a pipeline waits for tee to finish); stdout stays the terminal, for rich's progress bar.
+  set +e
+  { "$@" 2>&1 1>&3 3>&- | tee "$err" >&2 3>&-; status=${PIPESTATUS[0]}; } 3>&1
+  set -e
   extra="$(grep -o "pip install 'voice-agent\[[a-z-]*\]'" "$err" | head -n1 | sed "s/.*\[\(.*\)\].*/\1/" || true)"
   rm -f "$err"
   if [ "$status" -ne 0 ] && [ -n "$extra" ] && ! grep -qx -- "$extra" <<<"$(_stamped_extras)"; then
