@@ -26,8 +26,7 @@ ensure_extras() {
   [ -x "$VENV/bin/python" ] && [ "${#missing[@]}" -eq 0 ] && return 0
   if [ ! -x "$VENV/bin/python" ]; then
     echo "[setup] creating $VENV" >&2
-    "$PY" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+    "$PY" -m venv "$VENV"  # its bundled pip (23.2+) does all this needs; upgrading it costs a first run time
   fi
   # What the stamp named before (even for an older hash) stays installed, at the new versions.
   for extra in $( [ -f "$STAMP" ] && tail -n +2 "$STAMP" || true ) "${missing[@]}"; do
