@@ -143,8 +143,9 @@ def test_the_shipped_manifest_pins_the_extra(tmp_path: Path) -> None:
     for requirement in spec.pip_specs():  # exact in the extra itself: the manifest hashes those versions
         assert f'"{requirement}"' in pyproject
     # The runtime is a range in the extra and pinned, like every dependency, by the constraints file.
-    runtime = f"{local_model.RUNTIME_PACKAGE}=={local_model.RUNTIME_VERSION}"
-    assert runtime in (root / "constraints.txt").read_text().splitlines()
+    pins = dict(line.split("==") for line in (root / "constraints.txt").read_text().splitlines() if "==" in line)
+    pinned = {name.lower().replace("_", "-"): version for name, version in pins.items()}  # pip freeze's spelling
+    assert pinned[local_model.RUNTIME_PACKAGE] == local_model.RUNTIME_VERSION
 
 
 def test_parts_are_assembled_once_into_the_cache_and_checked(fake_parts: list[bytes], tmp_path: Path) -> None:
