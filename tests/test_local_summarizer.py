@@ -138,9 +138,14 @@ def test_the_shipped_manifest_pins_the_extra(tmp_path: Path) -> None:
     spec = load_local_manifest()[local_model.DEFAULT_MODEL]
     assert spec.parts == 22 and spec.size == 1117320768
     assert spec.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    for requirement in [*spec.pip_specs(), f"{local_model.RUNTIME_PACKAGE}=={local_model.RUNTIME_VERSION}"]:
+    root = Path(__file__).resolve().parents[1]
+    pyproject = (root / "pyproject.toml").read_text()
+    for requirement in spec.pip_specs():  # exact in the extra itself: the manifest hashes those versions
         assert f'"{requirement}"' in pyproject
+    # The runtime is a range in the extra and pinned, like every dependency, by the constraints file.
+    pins = dict(line.split("==") for line in (root / "constraints.txt").read_text().splitlines() if "==" in line)
+    pinned = {name.lower().replace("_", "-"): version for name, version in pins.items()}  # pip freeze's spelling
+    assert pinned[local_model.RUNTIME_PACKAGE] == local_model.RUNTIME_VERSION
 
 
 def test_parts_are_assembled_once_into_the_cache_and_checked(fake_parts: list[bytes], tmp_path: Path) -> None:
@@ -181,7 +186,7 @@ def test_a_missing_part_package_is_a_one_line_error(tmp_path: Path) -> None:
         ensure_model("fake-1b", manifest=manifest, cache=tmp_path)
     assert str(excinfo.value) == (
         "local model fake-1b: package fakepart1 is not installed (install the local-summarizer extra: "
-        "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install -e '.[local-summarizer]')"
+        "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'voice-agent[local-summarizer]')"
     )
 
 
@@ -201,7 +206,7 @@ def test_an_explicit_local_without_the_extra_is_a_one_line_settings_error(monkey
         build_call(load_settings(), "no-extra")
     assert str(excinfo.value) == (
         "settings: summarizer.kind=local needs llama-cpp-python, which is not installed "
-        "(CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install -e '.[local-summarizer]')"
+        "(CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'voice-agent[local-summarizer]')"
     )
 
 

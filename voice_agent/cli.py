@@ -14,6 +14,7 @@ import typer
 
 from voice_agent.audio.stack import INTERIMS_HELP
 from voice_agent.core.policy import PolicyError
+from voice_agent.extras import EXIT_MISSING_EXTRA, MissingExtra, missing_extra
 from voice_agent.policy_report import PolicyQuestion, policy_report, render_policy_report
 
 app = typer.Typer(
@@ -399,7 +400,34 @@ def main() -> None:
     # (VOICE_AGENT_LOG_LEVEL=DEBUG) never prints caller values: pipecat's lines are redacted.
     include_pii = os.environ.get("VOICE_AGENT_TELEMETRY__INCLUDE_PII", "").lower() in ("1", "true", "yes")
     install_log_redaction(os.environ.get("VOICE_AGENT_LOG_LEVEL", "WARNING").upper(), include_pii=include_pii)
-    app()
+    try:
+        app()
+    except MissingExtra as exc:
+        _missing_extra_exit(exc)
+    except ModuleNotFoundError as exc:
+        # A module of an extra imported where no check named it: still say which extra, never a traceback.
+        missing = missing_extra(exc, _command_words())
+        if missing is None:
+            raise
+        _missing_extra_exit(missing)
+
+
+def _command_words() -> str:
+    """``voice-agent`` and the subcommand words of this run (``voice-agent eval dates``), for messages."""
+    words = ["voice-agent"]
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            break
+        words.append(arg)
+        if arg != "eval":  # the one command group; its subcommand is the second word
+            break
+    return " ".join(words)
+
+
+def _missing_extra_exit(exc: MissingExtra) -> NoReturn:
+    # scripts/run reads the status and the pip command on stderr to install the extra and run again.
+    print(f"voice-agent: error: {exc}", file=sys.stderr)
+    raise SystemExit(EXIT_MISSING_EXTRA)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "config" / "scenarios"
+from voice_agent.datafiles import data_path
+
+SCENARIO_DIR = data_path("scenarios")
 """Where named scenarios live (``NAME.yaml``)."""
 
 FactKind = Literal["identifier", "date_constraint", "other"]

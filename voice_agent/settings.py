@@ -2,7 +2,8 @@
 
 Precedence, highest first: environment variables (prefix ``VOICE_AGENT_``, nested
 delimiter ``__``, e.g. ``VOICE_AGENT_LLM__PROVIDER=openai``), then the TOML file
-(``config/settings.toml``, or the path in ``VOICE_AGENT_SETTINGS``), then the
+(the path in ``VOICE_AGENT_SETTINGS``, else ``config/settings.toml`` in the working directory,
+else the one shipped with the package), then the
 defaults below. :func:`load_settings` validates everything and turns every problem
 into a :class:`SettingsError` with a one-line message that says what to set.
 """
@@ -35,6 +36,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from voice_agent.datafiles import data_path
+
+# A deployment's own file in its working directory wins; otherwise the shipped one (the offline defaults).
 DEFAULT_SETTINGS_PATH = Path("config/settings.toml")
 SETTINGS_PATH_ENV = "VOICE_AGENT_SETTINGS"
 ENV_PREFIX = "VOICE_AGENT_"
@@ -323,7 +327,9 @@ def _settings_path(path: str | Path | None) -> tuple[Path, bool]:
     from_env = os.environ.get(SETTINGS_PATH_ENV)
     if from_env:
         return Path(from_env), True
-    return DEFAULT_SETTINGS_PATH, False
+    if DEFAULT_SETTINGS_PATH.is_file():
+        return DEFAULT_SETTINGS_PATH, False
+    return data_path("settings.toml"), False
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -498,7 +504,8 @@ def load_settings(path: str | Path | None = None) -> Settings:
     """Loads and validates the settings.
 
     Args:
-        path: The TOML file; None uses ``$VOICE_AGENT_SETTINGS`` or ``config/settings.toml``
+        path: The TOML file; None uses ``$VOICE_AGENT_SETTINGS``, ``config/settings.toml`` in the working
+            directory or the shipped settings
             (a missing default file means built-in defaults; a missing named file is an error).
 
     Returns:

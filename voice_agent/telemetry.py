@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 from opentelemetry.util.types import Attributes
 
+from voice_agent.extras import install_hint
 from voice_agent.settings import SettingsError, TelemetryConfig
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ REDACTED = "[redacted]"
 PII_KEYS = frozenset({"turn.caller_text", "turn.agent_text", "ledger.values"})
 """Attribute keys whose values are caller PII: redacted in spans and logs unless explicitly allowed."""
 
-OTLP_EXPORTER_REQUIREMENT = "opentelemetry-exporter-otlp-proto-http==1.45.2"
-"""The OTLP exporter distribution matching the pinned ``opentelemetry-sdk==1.45.2``."""
+OTLP_EXPORTER_REQUIREMENT = install_hint("telemetry")
+"""How to install the OTLP exporter (the telemetry extra; constraints.txt pins it beside the SDK)."""
 
 _include_pii = False
 
@@ -223,7 +224,7 @@ def _make_processor(exporter: str, override: SpanExporter | None) -> SpanProcess
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
         raise SettingsError(
-            f"settings: telemetry.exporter=otlp needs the OTLP exporter: pip install {OTLP_EXPORTER_REQUIREMENT}"
+            f"settings: telemetry.exporter=otlp needs the telemetry extra: {OTLP_EXPORTER_REQUIREMENT}"
         ) from None
     # No endpoint argument: the exporter reads OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _ENDPOINT itself.
     return BatchSpanProcessor(OTLPSpanExporter())

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from voice_agent.datafiles import data_path
+from voice_agent.extras import install_hint
 from voice_agent.model_manifest import read_model_tables, sha256_of
 
-MANIFEST_PATH = Path(__file__).resolve().parents[2] / "config" / "audio_models.toml"
+MANIFEST_PATH = data_path("audio_models.toml")
 """The manifest shipped with the project."""
 
 
@@ -98,7 +100,8 @@ def verify_spec(spec: ModelSpec) -> Path:
     try:
         installed = importlib.metadata.version(spec.package)
     except importlib.metadata.PackageNotFoundError:
-        raise AudioModelError(f"audio model {spec.name}: package {spec.package} is not installed ({fix})") from None
+        raise AudioModelError(f"audio model {spec.name}: package {spec.package} is not installed "
+                              f"(the audio extra: {install_hint('audio')})") from None
     if installed != spec.version:
         raise AudioModelError(
             f"audio model {spec.name}: {spec.package} {installed} is installed, "

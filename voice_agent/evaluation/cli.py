@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from voice_agent.extras import need
 from voice_agent.policies import ASSEMBLED, PolicyName
 
 console = Console(highlight=False)
@@ -242,6 +243,8 @@ def replay(
                               perturb, settings)
     except (ValueError, SettingsError) as exc:
         _fail(str(exc))
+    if html_dir is not None:
+        need("eval", "the HTML report (--html)")  # before the replay, not after minutes of it
     result = evaluate_file(file, config)
     telemetry.shutdown()
     print_replay_summary(result.report, show_failures=show_failures)
@@ -571,7 +574,7 @@ def retrieval_command(
 ) -> None:
     """Scores retrieval over config/knowledge on every labelled question set: precision@3, MRR, nothing injected.
 
-    Sets: the calibration questions and their twelve held-out ones (tests/data/retrieval_questions.yaml), and
+    Sets: the calibration questions and their twelve held-out ones (config/evals/retrieval/calibration.yaml), and
     config/evals/retrieval/heldout.yaml and blind.yaml (written apart from the code, frozen before retrieval was
     changed). Floor: precision@3 >= 0.80 on heldout. Exit 0 unless a set file is broken (2) or, with --strict,
     the floor is missed (1).

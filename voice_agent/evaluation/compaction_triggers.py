@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voice_agent.datafiles import SGD_CALLS, require_shared_data, shared_data_path
 from voice_agent.policies import PolicyName
 from voice_agent.stats import percentile
 
@@ -39,7 +40,7 @@ POLICIES = (PolicyName.LANES, PolicyName.ROLLING)
 CORPORA = ("scenarios", "sgd", "long")
 BASELINE = "cadence S=5"
 PIPECAT = "threshold (pipecat)"
-SGD_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / "sgd-calls-public.jsonl"
+SGD_FILE = shared_data_path(SGD_CALLS)
 LONG_SEEDS = (1, 2)
 """Each scenario is stretched twice, with different side topics."""
 
@@ -187,8 +188,7 @@ def run_table(
                 tasks += [(_play, (corpus, script, spec, policy, run, retention))
                           for script, run in played[corpus] for policy in POLICIES]
         if "sgd" in corpora:
-            if not sgd_file.exists():
-                raise FileNotFoundError(f"SGD call records not found: {sgd_file}")
+            require_shared_data(sgd_file, "the public SGD calls", "--corpora scenarios,long")
             tasks.append((_replay_sgd, (sgd_file, spec, retention)))
     results: list[CallResult] = []
 

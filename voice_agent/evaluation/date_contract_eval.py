@@ -42,9 +42,10 @@ from voice_agent.core.guards.date_contract import DateAction, DateContract, Date
 from voice_agent.core.guards.date_guard import DateGuard, parse_date_argument
 from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
+from voice_agent.datafiles import data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
-CONTRACT_DIR = Path(__file__).resolve().parents[2] / "config" / "evals" / "dates" / "contract"
+CONTRACT_DIR = data_path("evals", "dates", "contract")
 SETS = ("dev", "test")
 LABELS = ("asked", "ruled_out", "open")
 ROLES = ("clean", "bad", "stale")

@@ -49,11 +49,11 @@ import yaml
 from voice_agent.core.guards.date_guard import DateCheck, DateGuard, DateVerdict, parse_date_argument
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import TranscriptLane
+from voice_agent.datafiles import SGD_CALLS, data_path, shared_data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SENTENCES = ROOT / "config" / "evals" / "dates" / "sentences.yaml"
-DEFAULT_SGD = ROOT.parent / "shared" / "data" / "sgd-calls-public.jsonl"
+DEFAULT_SENTENCES = data_path("evals", "dates", "sentences.yaml")
+DEFAULT_SGD = shared_data_path(SGD_CALLS)
 
 SENTENCE_CLASSES = ("small_talk", "event_date", "correction", "compound_cue", "other_subject_limit",
                     "availability_constraint", "request", "agreement")

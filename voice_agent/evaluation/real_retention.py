@@ -46,10 +46,11 @@ from voice_agent.core.policy import ContextPolicy, regenerations
 from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import EpisodeSummary, Summarizer, SummaryRequest
 from voice_agent.core.transcript import TranscriptLane
+from voice_agent.datafiles import SGD_CALLS, require_shared_data, shared_data_path
 from voice_agent.evaluation.retention import wilson_interval
 from voice_agent.scenarios import Fact, Scenario
 
-SGD_PATH = Path(__file__).resolve().parents[3] / "shared" / "data" / "sgd-calls-public.jsonl"
+SGD_PATH = shared_data_path(SGD_CALLS)
 SGD_ATTRIBUTION = (
     "SGD calls: derived from the Schema-Guided Dialogue dataset (Rastogi et al., 2019, "
     "google-research-datasets/dstc8-schema-guided-dialogue), CC BY-SA 4.0"
@@ -226,7 +227,10 @@ def load_inputs(sources: Sequence[str], *, calls: int | None, seed: int = 0,
         out += [CallInput(v, "paraphrases") for v in variants[:calls]]
     if "sgd" in sources:
         try:
-            records, _errors = load_call_records(sgd_path)
+            records, _errors = load_call_records(require_shared_data(sgd_path, "the public SGD calls",
+                                                                  "--sgd PATH, or --sources without sgd"))
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
         except OSError as exc:
             raise ValueError(f"SGD calls: cannot read {sgd_path} ({exc.strerror})") from exc
         chosen = records if calls is None or calls >= len(records) else random.Random(seed).sample(records, calls)

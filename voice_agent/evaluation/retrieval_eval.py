@@ -1,6 +1,6 @@
 """Retrieval quality on every labelled question set, side by side, with the floor on the held-out set.
 
-The sets (``tests/data/retrieval_questions.yaml`` and ``config/evals/retrieval/``):
+The sets (all in ``config/evals/retrieval/``):
 
 * ``tuning``: the questions the scoring constants were calibrated on;
 * ``tuning-heldout``: the twelve written after that calibration, in the same file;
@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from voice_agent.datafiles import data_path
 from voice_agent.retrieval.quality import QUESTIONS_PATH, QuestionSet, Searcher, evaluate, load_questions
 
-EVALS_DIR = Path(__file__).resolve().parent.parent.parent / "config" / "evals" / "retrieval"
+EVALS_DIR = data_path("evals", "retrieval")
 """Where the held-out question sets live."""
 
 FLOOR_SET = "heldout"

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-KNOWLEDGE_DIR = Path(__file__).resolve().parent.parent.parent / "config" / "knowledge"
+from voice_agent.datafiles import data_path
+
+KNOWLEDGE_DIR = data_path("knowledge")
 """The billing knowledge base shipped with the repo."""
 
 CHUNKER_VERSION = "1"

@@ -19,9 +19,10 @@ from typing import Protocol
 
 import yaml
 
+from voice_agent.datafiles import data_path
 from voice_agent.retrieval.index import RetrievalResult
 
-QUESTIONS_PATH = Path(__file__).resolve().parent.parent.parent / "tests" / "data" / "retrieval_questions.yaml"
+QUESTIONS_PATH = data_path("evals", "retrieval", "calibration.yaml")
 """The labelled question set."""
 
 

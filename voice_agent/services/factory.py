@@ -1,7 +1,7 @@
 """Builds the LLM service and the summarizer that the settings ask for.
 
 Provider modules are imported lazily: each needs its pipecat extra (``openai`` is a
-core dependency; ``anthropic`` and ``google`` come from ``pipecat-ai[anthropic,google]``),
+core dependency; ``anthropic`` and ``google`` come from the ``hosted`` extra),
 and the offline default must start without any of them.
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from loguru import logger
 from pipecat.services.llm_service import LLMService
 
+from voice_agent.extras import install_hint
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
@@ -27,15 +28,14 @@ if TYPE_CHECKING:
     from voice_agent.summarizers.local import LocalSummarizer
 
 PROVIDER_EXTRA: Mapping[str, str] = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
-"""Provider -> the pipecat extra that brings its SDK."""
+"""Provider -> the pipecat extra that brings its SDK (ours: ``hosted`` brings anthropic and google)."""
 
 
 def _missing_extra(provider: str, exc: ImportError) -> SettingsError:
-    extra = PROVIDER_EXTRA[provider]
-    return SettingsError(
-        f"settings: llm.provider={provider} needs the pipecat-ai[{extra}] extra "
-        f"(pip install 'pipecat-ai[{extra}]==1.14.0'; import failed: {exc})"
-    )
+    # openai is a dependency of pipecat itself (only a broken install lands here); the others are our extra.
+    needs = "pipecat-ai's openai SDK: pip install 'pipecat-ai[openai]'" if provider == "openai" else (
+        f"the hosted extra: {install_hint('hosted')}")
+    return SettingsError(f"settings: llm.provider={provider} needs {needs} (import failed: {exc})")
 
 
 def _api_key(config: LLMConfig) -> str:

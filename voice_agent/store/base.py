@@ -161,6 +161,9 @@ def open_store(backend: str, *, path: Path | str | None = None, url: str | None 
 
         return SQLiteCallStore(Path(path) if path is not None else default_sqlite_path(), retention_secs=retention_secs)
     if backend == "redis":
+        from voice_agent.extras import need
+
+        need("telephony", "the redis call store")  # redis-py comes with the telephony extra
         from voice_agent.store.redis import RedisCallStore
 
         if not url:

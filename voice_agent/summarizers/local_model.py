@@ -21,9 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from voice_agent.datafiles import data_path
+from voice_agent.extras import install_hint
 from voice_agent.model_manifest import read_model_tables, sha256_of
 
-MANIFEST_PATH = Path(__file__).resolve().parents[2] / "config" / "local_models.toml"
+MANIFEST_PATH = data_path("local_models.toml")
 """The manifest shipped with the project."""
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -32,7 +34,7 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 EXTRA = "local-summarizer"
 RUNTIME_PACKAGE = "llama-cpp-python"
 RUNTIME_VERSION = "0.3.36"
-INSTALL_HINT = f"CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install -e '.[{EXTRA}]'"
+INSTALL_HINT = f"CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" {install_hint(EXTRA)}"
 """Native builds crash with an illegal instruction on some CPUs, hence the portable flags."""
 
 _CHUNK = 1 << 22

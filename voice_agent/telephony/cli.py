@@ -20,6 +20,7 @@ import typer
 
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import INTERIMS_HELP, AudioStack, SttKind, TtsKind, agent_ears, caller_voice
+from voice_agent.extras import need
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def serve_command(
                       drain_timeout, knowledge, script, fleet_max_calls, hand_over, interims=interims,
                       gc_young_threshold=gc_young_threshold)
         return
+    need("telephony", "voice-agent serve")
     from voice_agent.telephony.server import ConfigError, ServerConfig, listen
     from voice_agent.telephony.workers import run_workers
 
@@ -234,6 +236,8 @@ def dial_command(
 ) -> None:
     """Calls the bridge as Twilio would and plays a scenario's caller lines with synthesised speech."""
     from voice_agent.scenarios import load_scenario
+
+    need("telephony", "voice-agent dial")
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 
     try:
@@ -263,6 +267,7 @@ def balance_command(
 ) -> None:
     """A small health-checked balancer for several local workers: each connection goes to the first worker
     whose /readyz is 200 (a killed worker refuses, a draining one says 503), so resumes reach a live one."""
+    need("telephony", "voice-agent balance")
     from voice_agent.telephony.balancer import ReadyProxy
 
     backends = []
@@ -388,6 +393,9 @@ async def run_audio_simulation(
     from voice_agent.scenarios import load_scenario
     from voice_agent.settings import load_settings, with_overrides
     from voice_agent.simulation.report import retrieval_summary
+
+    need("audio", "the audio simulation (--modality audio)")  # first: the audio extra brings telephony too
+    need("telephony", "the audio simulation (--modality audio)")
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
     from voice_agent.telephony.server import ServerConfig, running_bridge
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from voice_agent.core.call_state import CallState
+from voice_agent.datafiles import data_path
 from voice_agent.domains.base import ToolError, ToolHandler
 from voice_agent.domains.billing.handoff import handoff_card, render_handoff_card
 from voice_agent.domains.billing.tools import DISPUTE_CATEGORIES
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "config" / "billing"
+DEFAULT_DATA_DIR = data_path("billing")
 """Where ``scripts/seed_billing.py`` writes the seeded records."""
 
 ACCOUNT_RE = re.compile(r"^ACC-\d{4}-\d{2}$")
