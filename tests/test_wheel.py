@@ -81,3 +81,23 @@ def test_the_installed_wheel_runs_the_main_job(wheel: Path, tmp_path: Path) -> N
     assert "account_id @ turn 31 (said 4)" in result.stdout and "failed calls" in result.stdout
     assert "billing_dispute~p1" in result.stdout  # the paraphrases shipped too
     assert not list(work.iterdir())  # nothing written where it ran
+
+
+def test_the_examples_run_against_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The examples' own tests (pipecat's run_test, the scripted FakeLLM), from a copy outside the tree."""
+    venv, work = tmp_path / "venv", tmp_path / "work"
+    work.mkdir()
+    run([sys.executable, "-m", "venv", "--without-pip", venv], work, 60)
+    site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                    work, 30).stdout.strip())
+    (site / "suite_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel], work, 120)
+    shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (work / "tests" / "fakes").mkdir(parents=True)
+    for name in ("__init__.py", "test_examples.py", "fakes/__init__.py", "fakes/transport.py"):
+        shutil.copy2(ROOT / "tests" / name, work / "tests" / name)
+    result = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
+                  "tests/test_examples.py"], work, 300)
+    assert " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+    found = run([venv / "bin" / "python", "-c", "import voice_agent; print(voice_agent.__file__)"], work, 60)
+    assert Path(found.stdout.strip()).is_relative_to(site)
