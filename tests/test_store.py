@@ -372,8 +372,8 @@ def test_a_stored_call_whose_fields_do_not_parse_is_reported_as_unreadable(
 
 def test_a_sqlite_store_whose_file_is_deleted_mid_call_reopens_it_and_keeps_saving(tmp_path: Path) -> None:
     path = tmp_path / "calls.sqlite3"
-    store = open_store("sqlite", path=path)
-    assert store is not None
+    store, reader = open_store("sqlite", path=path), open_store("sqlite", path=path)  # two workers
+    assert store is not None and reader is not None
     assert store.save("call-1", b"turn-1", turn=1, leg=1, provider_call_id="CA1")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)  # an operator's cleanup, mid-call
@@ -383,5 +383,21 @@ def test_a_sqlite_store_whose_file_is_deleted_mid_call_reopens_it_and_keeps_savi
     stored = other.find("CA1")
     assert stored is not None and stored.data == b"turn-2"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # The other worker, which opened the old file, reads the one at the path now (not the deleted one).
+    found = reader.find("CA1")
+    assert found is not None and found.data == b"turn-2"
     other.close()
+    reader.close()
+    store.close()
+
+
+def test_the_store_directories_it_makes_are_the_owners_alone_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = open_store("sqlite", path=tmp_path / "state" / "voice-agent" / "calls.sqlite3")
+    finally:
+        os.umask(old)
+    assert store is not None
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "state" / "voice-agent").stat().st_mode) == 0o700
     store.close()

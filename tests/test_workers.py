@@ -84,6 +84,20 @@ async def test_a_full_worker_frees_the_reservations_whose_stream_another_worker_
         assert first_record is not None and first_record.reason == "stream taken by b"
 
 
+async def test_the_fleet_file_holding_stream_tokens_is_the_owners_alone(tmp_path: Path) -> None:
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        fleet = LocalFleet(tmp_path / "fleet.sqlite3", "a")
+        await fleet.reserve(FleetReservation("call-1", "twilio", "CA1", 1), "tok-1", ttl_secs=10)
+    finally:
+        os.umask(old)
+    made = [p for p in tmp_path.iterdir() if p.name.startswith("fleet.sqlite3")]
+    assert made and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in made), [oct(p.stat().st_mode) for p in made]
+    await fleet.close()
+
+
 async def test_the_local_fleet_cap_counts_every_worker_and_a_lapsed_hold_frees_its_slot(tmp_path: Path) -> None:
     path = tmp_path / "fleet.sqlite3"
     one, other = LocalFleet(path, "a", max_calls=1, lease_secs=0.2), LocalFleet(path, "b", max_calls=1)

@@ -57,7 +57,10 @@ class SQLiteCallStore(CallStore):
     @staticmethod
     def _open(path: Path, retention_secs: float) -> tuple[sqlite3.Connection, tuple[int, int]]:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for directory in reversed([path.parent, *path.parent.parents]):
+                if not directory.exists():  # each directory made here is the owner's alone, whatever the umask
+                    directory.mkdir(mode=0o700)
+                    os.chmod(directory, 0o700)
             # Callers' words live here: the file is the owner's alone (SQLite gives its -wal and -shm files the
             # database file's mode), whatever the umask.
             os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
@@ -119,6 +122,7 @@ class SQLiteCallStore(CallStore):
     def _row(self, where: str, value: str) -> StoredCall | None:
         try:
             with self._lock:
+                self._same_file()  # another process may have recreated the file: read the one at the path
                 row = self._db.execute(
                     "SELECT call_id, provider_call_id, leg, turn, status, end_how, data, updated, lease_until, "
                     "resume_key "
@@ -164,7 +168,9 @@ class SQLiteCallStore(CallStore):
         row = self._db.execute("SELECT leg, status, lease_until, resume_key FROM calls WHERE call_id = ?",
                                (call_id,)).fetchone()
         if row is not None:
-            released = float(row[2]) <= now or (bool(returning_key) and returning_key == row[3])
+            # A row without a key was written after the file was lost and recreated: the provider's key is the
+            # only proof left, and the webhook accepted it against what the store knew then.
+            released = float(row[2]) <= now or (bool(returning_key) and returning_key == (row[3] or returning_key))
             return bool(row[1] == "live" and leg > int(row[0]) and released)
         if provider_call_id is None:
             return True
@@ -179,6 +185,7 @@ class SQLiteCallStore(CallStore):
         until = time.time() + lease_secs
         try:
             with self._lock:
+                self._same_file()
                 for call_id, leg in legs:
                     cursor = self._db.execute("UPDATE calls SET lease_until = ? WHERE call_id = ? AND leg = ? "
                                               "AND status = 'live'", (until, call_id, leg))

@@ -14,18 +14,19 @@ import contextlib
 from collections.abc import Sequence
 
 
-async def _ready(host: str, port: int) -> bool:
+async def _ready(host: str, port: int) -> bool | None:
+    """True: ready; False: answering but not ready (full, draining, warming); None: not answering."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 0.5)
     except (OSError, TimeoutError):
-        return False
+        return None
     try:
         writer.write(f"GET /readyz HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
         status = await asyncio.wait_for(reader.readline(), 1.0)
-        return b" 200 " in status
+        return b" 200 " in status if status.startswith(b"HTTP/") else None
     except (OSError, TimeoutError):
-        return False
+        return None
     finally:
         writer.close()
         with contextlib.suppress(Exception):
@@ -82,16 +83,31 @@ class ReadyProxy:
         return f"http://{self.host}:{self.port}"
 
     async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        answering: list[tuple[str, int]] = []
         for host, port in self.backends:
-            if not await _ready(host, port):
+            state = await _ready(host, port)
+            if state is False:
+                answering.append((host, port))
+            if not state:
                 continue
-            try:
-                reader, writer = await asyncio.open_connection(host, port)
-            except OSError:
-                continue
-            self.routed.append(port)
-            if len(self.routed) > 10000:
-                del self.routed[:5000]
-            await asyncio.gather(_pipe(client_reader, writer), _pipe(reader, client_writer))
-            return
+            if await self._forward(host, port, client_reader, client_writer):
+                return
+        # None is ready (full, draining): a worker that answers still tells the caller so (the busy line, or its
+        # fair share of reservations against a flood of bare webhooks), rather than a dropped connection.
+        for host, port in answering:
+            if await self._forward(host, port, client_reader, client_writer):
+                return
         client_writer.close()
+
+    async def _forward(self, host: str, port: int, client_reader: asyncio.StreamReader,
+                       client_writer: asyncio.StreamWriter) -> bool:
+        """Pipes the client to ``host:port`` until either side closes; False when it cannot connect."""
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            return False
+        self.routed.append(port)
+        if len(self.routed) > 10000:
+            del self.routed[:5000]
+        await asyncio.gather(_pipe(client_reader, writer), _pipe(reader, client_writer))
+        return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -54,6 +55,10 @@ class LocalFleet(Fleet):
         self.lease_secs = lease_secs
         # One connection used from the default executor's threads, one operation at a time.
         self._lock = threading.Lock()
+        # Stream tokens live here: the file is the owner's alone whatever the umask (SQLite gives its -wal and
+        # -shm files the database file's mode).
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+        os.chmod(path, 0o600)
         self._db = sqlite3.connect(str(path), timeout=lock_timeout_secs, isolation_level=None,
                                    check_same_thread=False)
         # Workers start together: switching the file to WAL needs it alone, and SQLite can answer "locked" at

@@ -865,6 +865,8 @@ class VoiceBridge:
                 running[call.record.call_id] = call
             lost = await persistence.renew([(c.record.call_id, c.record.leg) for c in running.values()], lease)
             for call_id in lost:
+                if running[call_id].record.end:  # ended meanwhile (a hang-up marks the call ended in the store)
+                    continue
                 # This worker stalled past its lease (frozen, cut off) and a later leg runs the call now.
                 await self._give_up(running[call_id], "a later leg took the call over")
 
