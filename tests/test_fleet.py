@@ -46,7 +46,7 @@ async def test_a_stream_reaches_another_worker_than_the_webhook_and_is_taken_onc
     async with worker(redis_url, "a") as (bridge_a, url_a), worker(redis_url, "b") as (bridge_b, url_b):
         emulator = tone_caller()
         plan = await request_twiml(f"{url_a}/voice", emulator.config, emulator.call_sid)
-        assert plan.stream_url is not None and plan.action_url == f"{url_a}/voice"
+        assert plan.stream_url is not None and (plan.action_url or "").startswith(f"{url_a}/voice?resume=")
         token = plan.parameters["token"]
         emulator.config.ws_token = token
         stream_b = url_b.replace("http://", "ws://") + "/ws"

@@ -188,3 +188,4 @@ async def test_a_stored_call_that_does_not_parse_starts_fresh_and_the_agent_gree
     assert "unreadable" in record.extra["resume_problem"]
     assert record.transcript[0] == f"AGENT: {FRESH_START_LINE}", record.transcript[:2]
     assert result.media_received > 0
+

@@ -74,8 +74,8 @@ async def test_kill_9_while_the_agent_answers_loses_nothing_the_caller_said(tmp_
     transcript: list[str] = final["transcript"]
     text = "\n".join(transcript)
     assert any("ACC-4729-18" in t for t in transcript if t.startswith("CALLER:")), text
-    disputes = [t for t in transcript if t.startswith("TOOL_RESULT open_dispute") and "ok" in t.lower()]
-    credits = [t for t in transcript if t.startswith("TOOL_RESULT issue_credit")]
+    disputes = [t for t in transcript if t.startswith("TOOL_RESULT open_dispute [completed]")]
+    credits = [t for t in transcript if t.startswith("TOOL_RESULT issue_credit [completed]")]
     assert len(disputes) == 1 and len(credits) == 1 and "ACC-4729-18" in credits[0], text
     after_resume = transcript[next(i for i, t in enumerate(transcript) if "cut off" in t):]
     asks = [t for t in after_resume if t.startswith("AGENT:") and "account number" in t.lower()]
