@@ -57,7 +57,8 @@ class SQLiteCallStore(CallStore):
     @staticmethod
     def _open(path: Path, retention_secs: float) -> tuple[sqlite3.Connection, tuple[int, int]]:
         try:
-            for directory in reversed([path.parent, *path.parent.parents]):
+            home = path.parent
+            for directory in reversed([home, *home.parents]):
                 if not directory.exists():  # each directory made here is the owner's alone, whatever the umask
                     directory.mkdir(mode=0o700)
                     os.chmod(directory, 0o700)
