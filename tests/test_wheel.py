@@ -60,15 +60,24 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
     assert "processors/context_assembly.py" in names and "voice_agent/datafiles.py" in names
 
 
-def test_the_installed_wheel_runs_the_main_job(wheel: Path, tmp_path: Path) -> None:
-    venv, work = tmp_path / "venv", tmp_path / "work"
-    work.mkdir()
-    run([sys.executable, "-m", "venv", "--without-pip", venv], work, 60)
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(venv, its site-packages): the wheel installed into a fresh venv outside the source tree."""
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    here = venv.parent
+    run([sys.executable, "-m", "venv", "--without-pip", venv], here, 60)
     site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                    work, 30).stdout.strip())
+                    here, 30).stdout.strip())
     # The suite's dependencies as a plain path (after the venv's own site-packages; no .pth hooks run from it).
     (site / "suite_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel], work, 120)
+    run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel], here, 120)
+    return venv, site
+
+
+def test_the_installed_wheel_runs_the_main_job(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    venv, site = installed
+    work = tmp_path / "work"
+    work.mkdir()
 
     where = run([venv / "bin" / "python", "-c", "import voice_agent, processors; from voice_agent import datafiles; "
                  "print(voice_agent.__file__); print(processors.__file__); print(datafiles.data_root()); "
@@ -83,15 +92,11 @@ def test_the_installed_wheel_runs_the_main_job(wheel: Path, tmp_path: Path) -> N
     assert not list(work.iterdir())  # nothing written where it ran
 
 
-def test_the_examples_run_against_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+def test_the_examples_run_against_the_installed_wheel(installed: tuple[Path, Path], tmp_path: Path) -> None:
     """The examples' own tests (pipecat's run_test, the scripted FakeLLM), from a copy outside the tree."""
-    venv, work = tmp_path / "venv", tmp_path / "work"
+    venv, site = installed
+    work = tmp_path / "work"
     work.mkdir()
-    run([sys.executable, "-m", "venv", "--without-pip", venv], work, 60)
-    site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                    work, 30).stdout.strip())
-    (site / "suite_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel], work, 120)
     shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     (work / "tests" / "fakes").mkdir(parents=True)
     for name in ("__init__.py", "test_examples.py", "fakes/__init__.py", "fakes/transport.py"):
