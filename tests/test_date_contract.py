@@ -353,3 +353,64 @@ def test_a_recogniser_repeating_itself_after_the_yes_is_read_word_by_word() -> N
     assert signals.only_acknowledges("you too " * 30) and not signals.only_acknowledges("you too " * 30 + "no")
     call = lane(("a", "When suits?"), ("c", "the 26th please"), ("c", "you too " * 30 + "no"))
     assert decide(call, d(11, 26)).action is DateAction.CONFIRM
+
+
+# -- friction: a clean day the caller named after their limits runs with no question -----------------------------------
+
+
+@pytest.mark.parametrize("lines", [
+    # the limit points back ("not that week"); the caller then names their own day
+    [("c", "the removal van comes on the 28th and I'm in boxes till the 4th, so not that week"),
+     ("a", "When would suit instead?"), ("c", "Monday the 7th then, please")],
+    # the caller corrects themselves to the day, then says yes to the read-back
+    [("c", "I'm at my daughter's in Leeds the whole of that first week of December"),
+     ("a", "Would Thursday the 3rd work?"), ("c", "no, that's Leeds, make it Tuesday the 8th instead"),
+     ("a", "Tuesday the 8th of December?"), ("c", "yes")],
+    # a yes that echoes the proposed day by weekday and a recogniser's day number
+    [("c", "nothing before the 10th, I've exams all that fortnight"),
+     ("a", "How about Friday the 11th of December?"), ("c", "yeah friday the elevent")],
+    # a bare day number with no month, named after the limit, then a yes
+    [("c", "not before Christmas, I'm flat out with the shop till then"),
+     ("a", "So after Christmas, which day?"), ("c", "the 29th"), ("a", "Tuesday the 29th of December?"),
+     ("c", "yes lovely")],
+])
+def test_a_day_the_caller_named_after_their_limits_runs(lines: list[tuple[str, str]]) -> None:
+    call = lane(*lines)
+    last = [t for w, t in lines if w == "a"]
+    day = {"Monday the 7th then, please": d(12, 7)}.get(lines[-1][1])
+    if day is None:
+        day = d(12, 8) if "8th" in last[-1] else d(12, 11) if "11th" in last[-1] else d(12, 29)
+    assert decide(call, day).action is DateAction.RUN
+
+
+def test_naming_the_day_answers_only_what_came_before_it() -> None:
+    # The same words after the caller named the day still unsettle it, and a bare yes to a proposal of a day the
+    # caller spoke against before is still read back: the naming must be the caller's own.
+    after = lane(("a", "When suits?"), ("c", "Monday the 7th"), ("c", "oh but that's the week the van comes"))
+    assert decide(after, d(12, 7)).action is not DateAction.RUN
+    bare = lane(("c", "the 7th is the removal van, forget that day"), ("a", "How about Monday the 7th?"),
+                ("c", "yes"))
+    assert decide(bare, d(12, 7)).action is not DateAction.RUN
+    denied = lane(("c", "I'm away the whole week of the 7th"), ("a", "How about Wednesday the 9th?"),
+                  ("c", "not the 9th, no"), ("a", "Wednesday the 9th then?"), ("c", "yes"))
+    assert decide(denied, d(12, 9)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("agent", [
+    "I'll put a hold on it so nothing's taken until it's sorted. When would you like the call back?",
+    "Nothing will go out before then, I promise. Which day suits you?",
+])
+def test_the_agents_question_is_read_apart_from_what_it_said_before(agent: str) -> None:
+    # class: an agent line whose first sentence holds a negation or a limit, then asks which day
+    assert decide(lane(("a", agent), ("c", "Monday 30th.")), d(11, 30)).action is DateAction.RUN
+
+
+@pytest.mark.parametrize("said, runs", [
+    ("yeah the 10th could work", True),
+    ("the 10th would work for me", True),
+    ("the 10th, I'm at work all day", False),
+    ("I work on the 10th", False),
+])
+def test_work_as_a_job_binds_and_as_suiting_does_not(said: str, runs: bool) -> None:
+    call = lane(("a", "Which day would you like the callback?"), ("c", said))
+    assert (decide(call, d(12, 10)).action is DateAction.RUN) is runs

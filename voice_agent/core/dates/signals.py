@@ -53,7 +53,7 @@ ten in the morning" limit no day)."""
 
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
-    r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
+    r"|nights|rota|working|(?<!could\s)(?<!would\s)(?<!should\s)(?<!might\s)(?<!will\s)(?<!that\s)(?<!it\s)(?<!this\s)work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
     r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
     r"|moving\s(?:house|home|in|out)|move\s(?:house|home|in|out)|moves\sin|removals?"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"

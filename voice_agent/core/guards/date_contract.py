@@ -237,8 +237,10 @@ class DateContract:
                             f"{rules.reason} Read back their words (the 'say' line) before booking.",
                             [*unheard_rules, *binding_said])
         # Whatever the readers made of them, the caller's words about this day (or its weekday, its month, "then",
-        # "only Mondays") that the yes did not answer are read back: a run needs them heard.
-        unheard = [c for c in touching if not _in(c.words, acknowledged)]
+        # "only Mondays") that the yes did not answer are read back: a run needs them heard. Words said before the
+        # caller named this day in their own words are answered by that naming: the day came from them, after.
+        named = _last_naming(said[: assent + 1], d, self.guard.reference)
+        unheard = [c for c in touching if not _in(c.words, acknowledged) and c.turn >= named]
         if unheard:
             return decision(DateAction.CONFIRM, Why.COULD_BIND,
                             f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
@@ -275,8 +277,12 @@ def _names_only(constraints: Sequence[DateConstraint], d: date) -> bool:
 
 def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
-    n = signals.norm(agent)
-    if "?" not in agent or any(p.search(n) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.PAST,
+    # The question is the sentence that ends in "?": "nothing's taken until it's corrected. When would you like
+    # the callback?" asks for a day.
+    asked = [q for q in re.findall(r"[^.!?]*\?", agent) if q.strip()]
+    # "call you back" asks about the call, not where the caller will be ("when are you back?")
+    n = re.sub(r"\b(?:call|ring|phone|get)\s(?:you\s|me\s)?back\b", "call", signals.norm(" ".join(asked)))
+    if not asked or any(p.search(n) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.PAST,
                                                       signals.WHEREABOUTS)):
         return False  # "any days you can't do?", "when are you back?", "when was the bill dated?"
     return bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
@@ -305,6 +311,31 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
                 found = i
         agents = []
     return found
+
+
+def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
+    """The turn of the caller's last utterance in ``said`` that names ``d`` in their own words (0 if none).
+
+    Naming: a clause whose days are only ``d`` (or its bare day number, "the 29th", with no month), with no word
+    against it (negation, absence, a limit, where the caller is); a hedge or a correction to it is still naming
+    ("the 9th, maybe", "make it the 11th instead"). The last utterance (the yes) also names ``d`` when it echoes
+    the day just proposed by its number or weekday ("yeah friday the elevent").
+    """
+    for i in range(len(said) - 1, -1, -1):
+        s = said[i]
+        if s.kind is not EntryKind.CALLER:
+            continue
+        if i == len(said) - 1 and s.constraints and _echoes(s.text, s.constraints, d):
+            return s.turn
+        for clause in signals.clauses(s.text):
+            if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
+                continue
+            found = extract_constraints(clause, reference)
+            month_named = re.search(rf"\b(?:{_MONTHS})\b", signals.norm(clause)) is not None
+            if found and all(c.kind is ConstraintKind.ON and not c.blocked and c.start == c.end and c.start is not None
+                             and (c.start == d or (c.start.day == d.day and not month_named)) for c in found):
+                return s.turn
+    return 0
 
 
 def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
