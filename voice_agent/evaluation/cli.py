@@ -699,7 +699,7 @@ def print_contract(report: dict[str, Any], *, show_failures: int = 10, show_test
                               _count(f["open_run"], f["open"]), _pct(f["asked_run_rate"]))
             out.print(table)
             misses = result["failures"]
-            if name != "dev" and not show_test_failures:
+            if not name.startswith("dev") and not show_test_failures:
                 out.print(f"[dim]{len(misses)} {name} action(s) missed a target or asked a clean date; not listed (the "
                           f"test half is never read item by item; --show-test-failures lists them)[/]")
                 continue
@@ -721,7 +721,7 @@ def _secs(value: float | None) -> str:
 
 @eval_app.command("dates")
 def dates_command(
-    data_set: Annotated[str, typer.Option("--set", help="dev, test or all (the folders under --data).")] = "all",
+    data_set: Annotated[str, typer.Option("--set", help="dev, test, dev-b, test-b or all (the folders under --data).")] = "all",
     data: Annotated[Path | None, typer.Option("--data", help="Where the sets live (default: "
                                                              "config/evals/dates/contract/).")] = None,
     reader: Annotated[str, typer.Option(
@@ -756,7 +756,7 @@ def dates_command(
 
     sets = SETS if data_set == "all" else (data_set,)
     if data_set != "all" and data_set not in SETS:
-        _fail(f"--set must be dev, test or all, got {data_set!r}")
+        _fail(f"--set must be {', '.join(SETS)} or all, got {data_set!r}")
     if reader not in ("rules", "local", "llm"):
         _fail(f"--reader must be rules, local or llm, got {reader!r}")
     model = None

@@ -46,7 +46,8 @@ from voice_agent.datafiles import data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
 CONTRACT_DIR = data_path("evals", "dates", "contract")
-SETS = ("dev", "test")
+SETS = ("dev", "test", "dev-b", "test-b")
+"""Two rounds of halves, each written by helpers who never read the engine: ``dev*`` tuned on, ``test*`` never read."""
 LABELS = ("asked", "ruled_out", "open")
 ROLES = ("clean", "bad", "stale")
 DEFAULT_REFERENCE = dt.date(2026, 11, 18)
@@ -402,7 +403,7 @@ class ContractConfig:
     """What the contract evaluation runs.
 
     Attributes:
-        sets: Set names under ``root`` (``dev``, ``test``).
+        sets: Set names under ``root`` (see :data:`SETS`).
         root: Where the sets live.
         reader: A model reader to run beside the rules (None: rules only).
         reader_name: How the report names it.

@@ -599,8 +599,9 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
         after = _cut_at_conjunction(post)
         # "nights till Sunday, then I'm free": the words after "then" are about the days after the limit.
         offered = _UNTIL_OFFERED.search(near) or (_UNTIL_OFFERED.search(after) and not _THEN_AFTER.match(post))
-        busy = _UNTIL_MINE.search(near) or _UNTIL_MINE.search(after)
-        return "until_blocked" if blocked or (busy and not offered and not _UNTIL_AT.search(near)) else "until"
+        # No one offering the window and no place named: whoever is kept busy ("placement through the 4th", "up to
+        # the 27th it's every day"), the days up to it are out; a window is offered in words ("any day till").
+        return "until_blocked" if blocked or (not offered and not _UNTIL_AT.search(near)) else "until"
     if word in ("before", "prior to", "ahead of"):
         return "earliest" if negated or blocked else "before"
     if word in ("not before", "earliest") or (

@@ -53,7 +53,7 @@ ten in the morning" limit no day)."""
 
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
-    r"|nights|rota|working|(?<!could\s)(?<!would\s)(?<!should\s)(?<!might\s)(?<!will\s)(?<!that\s)(?<!it\s)(?<!this\s)work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
+    r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
     r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
     r"|moving\s(?:house|home|in|out)|move\s(?:house|home|in|out)|moves\sin|removals?"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
@@ -74,6 +74,8 @@ NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|
                       r"|write\s?-?\s?off|written\soff|forget\sit|no\sgo|no-go|nightmare|hopeless|mad|manic|hectic|chaos"
                       r"|crazy|rubbish|impossible|out\sof\sthe\squestion|bad|awful|terrible|tricky|difficult|awkward"
                       r"|avoid|skip|rule\sout|ruled\sout|clash\w*|scrap|cancel|worst|least|rather\snot"
+                      # taking a day back: "forget the 9th", "drop the 9th", "never mind the 9th"
+                      r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
@@ -106,7 +108,7 @@ PAST = re.compile(
 """Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
 
 REQUEST = re.compile(
-    r"\b(?:call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)\sdown"
+    r"\b(?:call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
     r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
     r"|please|can\syou|could\syou|can\swe|could\swe|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
     r"|lovely|brilliant"
@@ -152,11 +154,12 @@ ANAPHORA = re.compile(
 """Words that point back at a day already named: "I'm away then", "not that week" (not "go on then")."""
 
 ONLY = re.compile(
-    rf"\b(?:only\s(?:[\w']+\s){{0,2}}?(?:{_WEEKDAY}|days?|weeks?|weekends?|time|the\s\d|\d)|(?:{_WEEKDAY})\sonly"
+    rf"\b(?:only\s(?:[\w']+\s){{0,2}}?(?:{_WEEKDAY}|days?|weeks?|weekends?|time|the\s\d|\d{{1,2}}(?:th|st|nd|rd))|(?:{_WEEKDAY})\sonly"
     r"|except|other\sthan|apart\sfrom|any\s\w+\sbut|anything\sbut|but\snot|or\snothing|just\sthe"
     r"|(?:has|have|needs?|must|got)\sto\sbe|nothing\s(?:but|before"
     r"|until|till|after)|every\s(?:day|week|\w+day)|whole\s(?:week|weak|month|fortnight|weekend)"
-    r"|all\s(?:week|weak|month|weekend|fortnight)|weekends|weekdays)\b"
+    r"|all\s(?:week|weak|month|weekend|fortnight)|weekends|weekdays"
+    r"|(?:my|the)\s(?:one|1|#num|only)\s(?:free\s)?(?:day|week|weekend|time)|(?:one|1|#num)\sfree)\b"
 )
 """Words that make a statement about other days too: "only Mondays", "any day but Thursday", "the whole week"."""
 
@@ -181,6 +184,31 @@ QUOTED = re.compile(r'"([^"]*)"|“([^”]*)”')
 """A quoted span: a read-back quotes the caller between double quotes."""
 
 
+DURATION = re.compile(
+    r"\bfor\s(?:a\s|the\s|about\s|around\s|another\s|at\sleast\s)?(?:few\s|couple\s(?:of\s)?|\d+\s|#num\s|several\s|some\s"
+    r"|whole\s|full\s)?(?:days?|nights?|weeks?|fortnight|months?)\b"
+    r"|(?:\b|#)(?:a|an|couple\sof|few|\d+|num|several|some)\s(?:or\s(?:\d+|#num)\s)?(?:more\s)?"
+    r"(?:days?|nights?|weeks?|fortnight|months?)\b"
+    r"|(?:\b\d+|#num)\s?-?\s?(?:day|night|week)\b|\b(?:days?|nights?|weeks?|fortnight)\s(?:later|after)\b"
+    r"|\b(?:the\s)?(?:week|days?|fortnight|month)\s(?:after|following|afterwards)\b|\bafter\s(?:that|it)\b"
+    r"|\b(?:a|one|the|whole|full)\s(?:week|fortnight)\b|\bweeks?\s(?:off|out)\b"
+)
+"""A stretch that starts on a day named: "in on the 7th for five days", "laid up for the week after"."""
+
+RETURN = re.compile(r"\b(?:back|return\w*|home\s(?:on|from|by)|get\sin|land\w*|fly\w*\shome)\b")
+"""Coming back on a day named: the caller is away before it ("back from Australia on the 13th")."""
+
+COMING = re.compile(r"\b(?:i|i'm|im|we|we're|i'll|ill|we'll|will|get|gets|getting|due|until|till|not|won't)\b")
+"""Words that make a return the caller's own, still to come ("I get back on the 13th", not "back the 15th" about a
+past trip)."""
+
+_SUITING_WORK = re.compile(
+    r"\b((?:could|would|should|might|may|will|does|do|that'll|it'll|that|this|it)\s)works?"
+    r"(?=\s?(?:$|[.,;!?]|for\s(?:me|us|you|everyone|both)\b|fine\b|well\b|better\b|best\b|ok\b|okay\b|out\b))"
+    r"|\b()works?(?=\s?(?:\?|for\syou\b))"
+)
+""""Work" that means suiting ("the 10th would work for me", "that works"), not a job ("I will work all day")."""
+
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
@@ -191,7 +219,7 @@ def norm(text: str) -> str:
 
     Cached: the contract reads every utterance of the call again at each date-bearing action.
     """
-    return normalise(_INVISIBLE.sub("", text)).text
+    return _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
 
 
 def without_quotes(text: str) -> str:

@@ -28,7 +28,15 @@ from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.reading import DateReading, ReadStatement
-from voice_agent.core.guards.date_guard import Citation, DateCheck, DateGuard, DateVerdict, SaidDates, is_affirmation
+from voice_agent.core.guards.date_guard import (
+    Citation,
+    DateCheck,
+    DateGuard,
+    DateVerdict,
+    SaidDates,
+    echoes_day,
+    is_affirmation,
+)
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
@@ -238,13 +246,23 @@ class DateContract:
                             [*unheard_rules, *binding_said])
         # Whatever the readers made of them, the caller's words about this day (or its weekday, its month, "then",
         # "only Mondays") that the yes did not answer are read back: a run needs them heard. Words said before the
-        # caller named this day in their own words are answered by that naming: the day came from them, after.
+        # caller named this day in their own words are answered by that naming (the day came from them, after),
+        # unless they name this very day: "the 9th is my dad's funeral" needs its read-back.
         named = _last_naming(said[: assent + 1], d, self.guard.reference)
-        unheard = [c for c in touching if not _in(c.words, acknowledged) and c.turn >= named]
+        unheard = [c for c in touching
+                   if not _in(c.words, acknowledged) and (c.turn >= named or _names_the_day(c.words, d))]
         if unheard:
             return decision(DateAction.CONFIRM, Why.COULD_BIND,
                             f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
                             "back (the 'say' line) and book only after their yes.", unheard)
+        # A yes to the agent's day after the caller last chose another ("I'd rather the 11th" ... "So the 9th?"
+        # "yep"): their own choice and their yes disagree, so ask.
+        chose = _last_choice(said[:assent], self.guard.reference)
+        if chose is not None and chose[0] >= named and not _same_day(chose[2], chose[1], d):
+            return decision(DateAction.CONFIRM, Why.SAID_MORE,
+                            f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
+                            "back their words and the day (the 'say' line) and book only after their yes.",
+                            [Citation(chose[0], chose[1]), *binding_said])
         unheard_model = [c for c in model_cites if not _in(c.words, acknowledged)]
         if unheard_model:
             return decision(DateAction.CONFIRM, Why.READERS_DISAGREE,
@@ -275,6 +293,11 @@ def _names_only(constraints: Sequence[DateConstraint], d: date) -> bool:
     )
 
 
+_CHOICE = re.compile(r"\b(?:suits?|like|want|prefer|good|best|better|works?|convenient|easiest|shall|should|can|could"
+                     r"|would|call|ring|phone|book|callback|free|available|ok|okay|fine)\b")
+"""Words of a question that asks the caller to choose a day for the call."""
+
+
 def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     # The question is the sentence that ends in "?": "nothing's taken until it's corrected. When would you like
@@ -285,7 +308,10 @@ def _asked_for_a_day(agent: str) -> bool:
     if not asked or any(p.search(n) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.PAST,
                                                       signals.WHEREABOUTS)):
         return False  # "any days you can't do?", "when are you back?", "when was the bill dated?"
-    return bool(signals.TIME_WORD.search(n) or "when" in n.split() or "suit" in n)
+    # A day to choose ("when suits?", "which day would you like?") or a day proposed ("Tuesday the 15th then?"),
+    # not the date of something else ("what date is the move?", "which day is it?").
+    return bool(signals.TIME_WORD.search(n) or "when" in n.split()) and (
+        _CHOICE.search(n) is not None or signals.SPAN_WORD.search(n) is not None)
 
 
 def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | None:
@@ -306,7 +332,9 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
             proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
             yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
             asked = signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents)
-            requested = bool(own) and _names_only(own, d) and (yes or asked)
+            # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
+            # which Monday the caller means is read back, never assumed.
+            requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(s.text)
             if requested or (proposed and yes and _echoes(s.text, own, d)):
                 found = i
         agents = []
@@ -314,28 +342,93 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
 
 
 def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
-    """The turn of the caller's last utterance in ``said`` that names ``d`` in their own words (0 if none).
+    """The turn of the caller's last request in ``said`` that names ``d`` in their own words (0 if none).
 
     Naming: a clause whose days are only ``d`` (or its bare day number, "the 29th", with no month), with no word
-    against it (negation, absence, a limit, where the caller is); a hedge or a correction to it is still naming
-    ("the 9th, maybe", "make it the 11th instead"). The last utterance (the yes) also names ``d`` when it echoes
-    the day just proposed by its number or weekday ("yeah friday the elevent").
+    against it (negation, absence, a limit, where the caller is), in a line that asks for it or answers the
+    agent's question for a day; a hedge or a correction to it is still naming ("the 9th, maybe", "make it the
+    11th instead"). "the 9th" answering "what day does she land?" names an event, not the call. The last
+    utterance (the yes) also names ``d`` when it echoes the day just proposed by its number or weekday ("yeah
+    friday the elevent").
     """
-    for i in range(len(said) - 1, -1, -1):
-        s = said[i]
-        if s.kind is not EntryKind.CALLER:
+    found_turn = 0
+    agents: list[SaidDates] = []
+    for i, s in enumerate(said):
+        if s.kind is EntryKind.AGENT:
+            agents.append(s)
             continue
-        if i == len(said) - 1 and s.constraints and _echoes(s.text, s.constraints, d):
-            return s.turn
-        for clause in signals.clauses(s.text):
-            if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
-                continue
-            found = extract_constraints(clause, reference)
+        echo = i == len(said) - 1 and bool(s.constraints) and _echoes(s.text, s.constraints, d)
+        asked = signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents)
+        if echo or (asked and _first_choice(s.text, reference) is not None
+                    and _same_day(_first_choice(s.text, reference), s.text, d)):
+            found_turn = s.turn
+        agents = []
+    return found_turn
+
+
+def _last_choice(said: Sequence[SaidDates], reference: date) -> tuple[int, str, tuple[date, bool]] | None:
+    """The caller's last request of one day in ``said`` (any day): its turn, words and the day."""
+    last = None
+    agents: list[SaidDates] = []
+    for s in said:
+        if s.kind is EntryKind.AGENT:
+            agents.append(s)
+            continue
+        choice = _first_choice(s.text, reference)
+        # asked for, said in answer to a question for a day, or said as a correction ("I'd rather the 11th")
+        if choice is not None and (signals.asks(s.text) or "contrast" in signals.doubts(s.text)
+                                   or any(_asked_for_a_day(a.text) for a in agents)):
+            last = (s.turn, s.text, choice)
+        agents = []
+    return last
+
+
+def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
+    """The single day the caller's own clauses name as a choice (hedged or corrected to it), and whether a month
+    was named with it; None when no clause does, or they name different days."""
+    days: set[tuple[date, bool]] = set()
+    for clause in signals.clauses(text):
+        if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
+            continue
+        found = extract_constraints(clause, reference)
+        if found and all(c.kind is ConstraintKind.ON and not c.blocked and c.start == c.end and c.start is not None
+                         for c in found):
             month_named = re.search(rf"\b(?:{_MONTHS})\b", signals.norm(clause)) is not None
-            if found and all(c.kind is ConstraintKind.ON and not c.blocked and c.start == c.end and c.start is not None
-                             and (c.start == d or (c.start.day == d.day and not month_named)) for c in found):
-                return s.turn
-    return 0
+            days.update((c.start, month_named) for c in found if c.start is not None)
+    return days.pop() if len(days) == 1 else None
+
+
+def _same_day(choice: tuple[date, bool] | None, text: str, d: date) -> bool:
+    """Whether a day the caller named is ``d``: the same date, or its bare day number with no month named."""
+    if choice is None:
+        return False
+    day, month_named = choice
+    return day == d or (day.day == d.day and not month_named)
+
+
+def _names_the_day(words: str, d: date) -> bool:
+    """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm at
+    the allotment"): a statement about that very day, which only a read-back of it answers. A correction *to* the day is not one: after the last word of
+    contrast before the day ("no wait, the 1st is better", "I mean I can do the 4th instead") nothing is said
+    against it."""
+    n = signals.norm(words)
+    days = list(re.finditer(rf"\b{d.day}(?:th|st|nd|rd)?\b|\b{_weekday_stem(d)}", n))
+    if not days:
+        return False
+    before = n[: days[-1].start()]
+    turns = list(signals.CONTRAST.finditer(before))
+    if turns:
+        after = n[turns[-1].start():]
+        if not any(p.search(after) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.STATE)):
+            return False
+    return True
+
+
+def _bare_weekday(text: str) -> bool:
+    """Whether ``text`` names a day only by its weekday: no day number, no month ("Monday", "on the Tuesday")."""
+    n = signals.norm(text)
+    return (re.search(rf"\b(?:{signals.WEEKDAY_WORDS})\b", n) is not None
+            and re.search(r"\d", n) is None and re.search(rf"\b(?:{_MONTHS})\b", n) is None)
 
 
 def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
@@ -387,7 +480,13 @@ def _unsettles(s: SaidDates, d: date) -> bool:
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
-    return not signals.only_acknowledges(s.text)
+    if signals.only_acknowledges(s.text) or signals.doubts(s.text):
+        return not signals.only_acknowledges(s.text)
+    # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
+    # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
+    if any(not (c.start == d and c.end == d) and not echoes_day(s.text, c, d) for c in s.constraints):
+        return True
+    return bool(signals.TIME_WORD.search(signals.norm(s.text))) and not s.constraints
 
 
 def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citation]:
@@ -425,6 +524,16 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
             month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
             singular = re.search(rf"\b{weekday}", n) is not None and not recurring
+            # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
+            # Australia on the 13th"): the rules read one day, the caller is away for more.
+            spread = bool(found) and (
+                (signals.DURATION.search(n) is not None
+                 and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
+                or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
+                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)))
+            if spread:
+                out.append(Citation(s.turn, clause))
+                continue
             touches = (
                 any(c.covers(d) for c in found)
                 or recurring or month_named

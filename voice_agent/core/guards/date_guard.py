@@ -18,7 +18,7 @@ from voice_agent.core.dates import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.corrections import keeps_until, lifts
 from voice_agent.core.dates.extract import weekdays_allowed
-from voice_agent.core.dates.signals import without_quotes
+from voice_agent.core.dates.signals import norm, without_quotes
 from voice_agent.core.dates.subjects import StatementKind, role_of, topic_of
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
@@ -498,6 +498,8 @@ class DateGuard:
                     continue
                 # "need it until the 10th" names the 10th as the end day, so it moves a drop-off on the 9th too.
                 other_day = not c.contains(d) or (for_role == "end" and keeps_until(c) and c.end != d)
+                if other_day and echoes_day(s.text, c, d):
+                    continue  # "lovely, Friday then": the day settled, by its weekday or bare number
                 # "is there a backup day?" - "the 5th": a second choice, not a new day
                 offered = c.correction or not _ADDITION_ASKED.search(s.asked.lower())
                 replaced = supersedes(c, last.constraint, for_role, one_day=for_role is None) and offered
@@ -626,6 +628,28 @@ class DateGuard:
 def constraints_in_transcript(transcript: TranscriptLane, reference: date) -> list[tuple[int, DateConstraint]]:
     """Every constraint the caller stated in ``transcript``, as ``(turn, constraint)`` (extraction is cached)."""
     return DateGuard(reference).constraints(transcript)
+
+
+_ECHO_BLOCKERS = re.compile(
+    r"\b(?:next|this|following|after|before|week|fortnight|month|instead|other|another|not|no|till|until|from"
+    r"|january|february|march|april|may|june|july|august|september|october|november|december)\b"
+)
+
+
+def echoes_day(text: str, c: DateConstraint, d: date) -> bool:
+    """Whether ``c`` (read from the caller's ``text``) only names ``d`` again by its weekday or its bare day number
+    ("lovely, Friday then", "the 29th, great"): the resolver placed it on the nearest such day, but nothing in the
+    words points anywhere but the day settled."""
+    if c.kind is not ConstraintKind.ON or c.blocked or c.start is None or c.start != c.end:
+        return False
+    n = norm(text)
+    if _ECHO_BLOCKERS.search(n):
+        return False
+    numbers = {int(m.group(1)) for m in re.finditer(r"\b(\d{1,2})(?:th|st|nd|rd)?\b", n)}
+    weekday = c.start.weekday() == d.weekday() and re.search(WEEKDAY_NAMES[d.weekday()].lower()[:3], n)
+    if numbers:
+        return numbers == {d.day} and c.start.day == d.day and (not weekday or c.start.weekday() == d.weekday())
+    return bool(weekday)
 
 
 def _in_answer_to(asked: str, c: DateConstraint) -> DateConstraint:
