@@ -376,6 +376,7 @@ async def test_the_audio_budget_searches_only_new_content_words_and_stays_within
 # -- the default stack, real audio, real models ------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(300)
 async def test_default_stack_pushes_interims_while_the_caller_speaks_and_speculation_runs_on_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer.main
 
 from voice_agent.cli import app
@@ -194,6 +195,7 @@ def sections(page: str) -> dict[str, str]:
 # The real page and README.
 
 
+@pytest.mark.timeout(300)
 def test_every_command_on_the_page_exists_with_its_options() -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert len(find_commands(page)) >= 15  # the parser found the page's commands at all

@@ -61,6 +61,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.timeout(300)
 async def test_a_served_call_runs_the_policy_the_environment_names(tmp_path: Path) -> None:
     """The real `voice-agent serve` process, configured only through VOICE_AGENT_* variables."""
     port = _free_port()

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from voice_agent.extras import EXIT_MISSING_EXTRA, EXTRA_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +78,7 @@ def test_core_modules_import_without_the_extras() -> None:
     assert set(NEEDS_EXTRA) <= set(failed), "these import without their extra now: drop them from NEEDS_EXTRA"
 
 
+@pytest.mark.timeout(300)
 def test_the_main_job_runs_without_the_extras() -> None:
     result = run_hidden(textwrap.dedent("""
         import sys

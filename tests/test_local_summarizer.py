@@ -44,6 +44,7 @@ ACCOUNT = "ACC-4729-18"
 # -- one real pass ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(900)
 def test_one_real_pass_gives_a_structured_summary_with_no_identifier_and_a_drop_log() -> None:
     if not HAVE_RUNTIME and SKIP_REAL:
         pytest.skip("llama_cpp is not installed and VOICE_AGENT_SKIP_LOCAL_MODEL=1")

@@ -143,6 +143,7 @@ async def test_billing_dispute_memory_passes(bot_urls: dict[str, str]) -> None:
     assert [e.event_name for e in credit.expectations] == ["function_call", "llm_response"]
 
 
+@pytest.mark.timeout(300)
 async def test_window_baseline_fails_the_credit_turn(bot_urls: dict[str, str]) -> None:
     """With K=2 the account number has left the raw window: only memory can fill issue_credit."""
     result = await _run(SCENARIO, bot_urls["window"])

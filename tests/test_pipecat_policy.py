@@ -189,6 +189,7 @@ def test_the_summary_is_memory_to_the_recorder_and_summary_to_the_agent_never_th
     assert ctx.user_texts == ["hello"] and "charged twice" in ctx.summary
 
 
+@pytest.mark.timeout(900)
 def test_one_real_pass_of_pipecats_request_on_the_packaged_model() -> None:
     if not HAVE_RUNTIME and SKIP_REAL:
         pytest.skip("llama_cpp is not installed and VOICE_AGENT_SKIP_LOCAL_MODEL=1")

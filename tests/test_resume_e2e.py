@@ -102,6 +102,7 @@ async def uninterrupted_transcript() -> list[str]:
     return [e.render() for e in parts.session.state.transcript]
 
 
+@pytest.mark.timeout(600)
 async def test_a_call_survives_kill_9_and_a_drain_and_ends_whole(store_env: dict[str, str], tmp_path: Path) -> None:
     started = time.monotonic()
     records, logs = tmp_path / "records", tmp_path / "logs"

@@ -17,6 +17,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fleet_worker import WorkerProcess
 from voice_agent.audio.stack import agent_ears, caller_voice
 from voice_agent.scenarios import load_scenario
@@ -30,6 +32,7 @@ LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"]
 ACCOUNT_LINE = next(i for i, line in enumerate(LINES) if "ACC-4729-18" in line)
 
 
+@pytest.mark.timeout(900)
 async def test_kill_9_while_the_agent_answers_loses_nothing_the_caller_said(tmp_path: Path) -> None:
     records, logs = tmp_path / "records", tmp_path / "logs"
     logs.mkdir()

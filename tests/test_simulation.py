@@ -57,18 +57,19 @@ def test_caller_lines_map_utterances_to_turns() -> None:
     assert lines[3].turn == 4 and "ACC-4729-18" in lines[3].text and lines[-1].turn == 36
 
 
+@pytest.mark.timeout(600)
 def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything() -> None:
     scenario = load_scenario("billing_dispute")
-    runs = 600
+    runs = 250  # seeded: the same runs every time; +-0.05 is 2.6 standard deviations at this count
     rolling_plan = SimulationPlan(scenario, [], billing_domain, [PolicyName.ROLLING], sim_settings(), runs, 0.9, seed=1)
     rolling = run_plan(rolling_plan, jobs=2)
     assert rolling["failed_runs"] == 0
     account = next(f for f in rolling["policies"]["rolling"]["facts"] if f["key"] == "account_id")
     predicted = 0.9 ** len(rewrite_schedule(ContextPolicy(6, 5), account["stated_turn"], account["needed_turn"]))
     assert (account["stated_turn"], account["needed_turn"]) == (4, 31)
-    assert abs(account["present_at_need"] - predicted) <= 0.03
+    assert abs(account["present_at_need"] - predicted) <= 0.05
     # The first pass takes the account into the rolling summary with probability R; damage then persists.
-    assert abs(account["captured"] - 0.9) <= 0.03
+    assert abs(account["captured"] - 0.9) <= 0.05
     lanes = run_plan(SimulationPlan(scenario, [], billing_domain, [PolicyName.LANES], sim_settings(), 20, 0.9, seed=1),
                      jobs=2)
     assert lanes["failed_runs"] == 0
@@ -77,6 +78,7 @@ def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything()
     assert report["reasks"] == 0 and report["unledgered_executed"] == 0
 
 
+@pytest.mark.timeout(300)
 def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
     out = str(tmp_path / "report.json")
     result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--no-knowledge", "--json", out])

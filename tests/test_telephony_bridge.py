@@ -140,6 +140,7 @@ async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_pa
             assert reply.status == 503 and body["status"] == "store unreachable" and "fleet" in body["error"], body
 
 
+@pytest.mark.timeout(300)
 async def test_a_fake_audio_call_reaches_the_right_account(tmp_path: Path) -> None:
     async with running_bridge(config(transcript_dir=tmp_path), factory()) as (bridge, url):
         result = await emulator().dial(f"{url}/voice", LINES)
@@ -331,6 +332,7 @@ class NonReadingCaller:
         self.sock.close()
 
 
+@pytest.mark.timeout(300)
 async def test_a_client_that_stops_reading_is_closed_without_stalling_others() -> None:
     stack = AudioStack.named("fake").with_script(LINES)
     slow_stack = type(stack)(**{**stack.__dict__, "tone_secs_per_word": 0.7})

@@ -13,6 +13,8 @@ import datetime as dt
 import time
 from pathlib import Path
 
+import pytest
+
 from voice_agent.audio.stack import AudioStack, agent_ears, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.scenarios import load_scenario
@@ -32,6 +34,7 @@ def factory(reference_date: dt.date) -> CallFactory:
     return call_factory(settings)
 
 
+@pytest.mark.timeout(900)
 async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp_path: Path) -> None:
     started = time.monotonic()
     config = ServerConfig(port=0, stack=AudioStack.named("default"), idle_timeout_secs=None, transcript_dir=tmp_path)
@@ -65,6 +68,7 @@ async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp
           f"{[round(t.latency_ms or 0) for t in result.turns]} ms")
 
 
+@pytest.mark.timeout(300)
 async def test_light_stack_streams_both_ways(tmp_path: Path) -> None:
     """pocketsphinx (streaming, interims) and in-process espeak-ng in the bridge: the plumbing, not accuracy."""
     config = ServerConfig(port=0, stack=AudioStack.named("light"), idle_timeout_secs=None)

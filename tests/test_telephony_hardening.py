@@ -421,6 +421,7 @@ def twilio_caller(**overrides: Any) -> TwilioCallerEmulator:
     return TwilioCallerEmulator(caller_voice("tone"), None, EmulatorConfig(**settings))
 
 
+@pytest.mark.timeout(300)
 async def test_kill_9_mid_call_keeps_everything_up_to_the_last_completed_turn(tmp_path: Path) -> None:
     records = tmp_path / "records"
     proc, port = start_server(records)
@@ -470,6 +471,7 @@ async def test_records_are_private(tmp_path: Path) -> None:
     assert json.loads((records / f"{call_id}.json").read_text())["end"] == "hung up"
 
 
+@pytest.mark.timeout(300)
 async def test_a_slow_disk_at_a_calls_end_does_not_stall_the_other_calls(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal_module = sys.modules["voice_agent.telephony.journal"]
@@ -596,6 +598,7 @@ async def test_a_call_left_at_the_drain_limit_hears_a_goodbye_and_is_recorded_dr
     assert lines[-1]["type"] == "end" and lines[-1]["end"] == "drained"
 
 
+@pytest.mark.timeout(300)
 async def test_sigterm_lets_a_call_finish_within_the_drain_limit(tmp_path: Path) -> None:
     records = tmp_path / "records"
     proc, port = start_server(records)  # the default limit, 300 s: a whole call fits
@@ -615,6 +618,7 @@ async def test_sigterm_lets_a_call_finish_within_the_drain_limit(tmp_path: Path)
     assert executed == ["lookup_account", "list_invoices"]
 
 
+@pytest.mark.timeout(300)
 async def test_sigterm_past_the_drain_limit_says_goodbye_then_exits(tmp_path: Path) -> None:
     records = tmp_path / "records"
     proc, port = start_server(records, drain_secs=1.0)

@@ -421,6 +421,7 @@ async def test_repeated_webhooks_for_one_call_share_one_reservation() -> None:
         assert twiml_token(await post(http, url, "CAnew")) is not None
 
 
+@pytest.mark.timeout(300)
 async def test_webhooks_alone_cannot_keep_the_server_full() -> None:
     settings = config(max_calls=2, reservation_grace_secs=1.0, token_ttl_secs=2.5)
     async with running_bridge(settings, factory()) as (bridge, url), httpx.AsyncClient() as http:

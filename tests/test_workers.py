@@ -113,6 +113,7 @@ async def test_the_local_fleet_cap_counts_every_worker_and_a_lapsed_hold_frees_i
     await other.close()
 
 
+@pytest.mark.timeout(300)
 def test_serve_with_two_workers_answers_calls_from_both_on_one_port_and_a_hang_up_drains_them(
         tmp_path: Path) -> None:
     port = free_port()
@@ -156,6 +157,7 @@ SMOKE_LINES = [
 ]
 
 
+@pytest.mark.timeout(600)
 def test_kill_9_of_one_of_two_workers_during_calls_is_not_an_outage(tmp_path: Path) -> None:
     """The mechanism, on six calls (scripts/chaos_workers.py measures twenty, side by side with no kill)."""
     port = free_port()

@@ -407,10 +407,12 @@ def _same_day(choice: tuple[date, bool] | None, text: str, d: date) -> bool:
 
 
 def _names_the_day(words: str, d: date) -> bool:
-    """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm at
-    the allotment"): a statement about that very day, which only a read-back of it answers. A correction *to* the day is not one: after the last word of
-    contrast before the day ("no wait, the 1st is better", "I mean I can do the 4th instead") nothing is said
-    against it."""
+    """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm
+    at the allotment"): a statement about that very day, which only a read-back of it answers.
+
+    A correction *to* the day is not one: after the last word of contrast before the day ("no wait, the 1st is
+    better", "I mean I can do the 4th instead") nothing is said against it.
+    """
     n = signals.norm(words)
     days = list(re.finditer(rf"\b{d.day}(?:th|st|nd|rd)?\b|\b{_weekday_stem(d)}", n))
     if not days:
@@ -474,19 +476,26 @@ def _read_back(said: Sequence[SaidDates], index: int) -> str:
     return " | ".join(quoted)
 
 
+_NOTHING_ELSE = re.compile(
+    r"\b(?:no|nope|nah)\b[\s,.!]*(?=(?:that's|thats|that\sis|nothing|thanks|thank|i'm\sgood|all\sgood))", re.IGNORECASE)
+"""A "no" that only answers "anything else?" ("no, that's everything", "no thanks")."""
+
+
 def _unsettles(s: SaidDates, d: date) -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
     acknowledgement or a goodbye; from the agent, another day named."""
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
-    if signals.only_acknowledges(s.text) or signals.doubts(s.text):
-        return not signals.only_acknowledges(s.text)
+    # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
+    text = _NOTHING_ELSE.sub("", s.text)
+    if signals.only_acknowledges(text) or signals.doubts(text):
+        return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
     # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
-    if any(not (c.start == d and c.end == d) and not echoes_day(s.text, c, d) for c in s.constraints):
+    if any(not (c.start == d and c.end == d) and not echoes_day(text, c, d) for c in s.constraints):
         return True
-    return bool(signals.TIME_WORD.search(signals.norm(s.text))) and not s.constraints
+    return bool(signals.TIME_WORD.search(signals.norm(text))) and not s.constraints
 
 
 def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citation]:
