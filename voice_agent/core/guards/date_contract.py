@@ -248,9 +248,9 @@ class DateContract:
         # "only Mondays") that the yes did not answer are read back: a run needs them heard. Words said before the
         # caller named this day in their own words are answered by that naming (the day came from them, after),
         # unless they name this very day: "the 9th is my dad's funeral" needs its read-back.
-        named = _last_naming(said[: assent + 1], d, self.guard.reference)
+        named_turn = _last_naming(said[: assent + 1], d, self.guard.reference)
         unheard = [c for c in touching
-                   if not _in(c.words, acknowledged) and (c.turn >= named or _names_the_day(c.words, d))]
+                   if not _in(c.words, acknowledged) and (c.turn >= named_turn or _names_the_day(c.words, d))]
         if unheard:
             return decision(DateAction.CONFIRM, Why.COULD_BIND,
                             f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
@@ -258,7 +258,7 @@ class DateContract:
         # A yes to the agent's day after the caller last chose another ("I'd rather the 11th" ... "So the 9th?"
         # "yep"): their own choice and their yes disagree, so ask.
         chose = _last_choice(said[:assent], self.guard.reference)
-        if chose is not None and chose[0] >= named and not _same_day(chose[2], chose[1], d):
+        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], chose[1], d):
             return decision(DateAction.CONFIRM, Why.SAID_MORE,
                             f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
                             "back their words and the day (the 'say' line) and book only after their yes.",
