@@ -189,3 +189,32 @@ async def test_a_stored_call_that_does_not_parse_starts_fresh_and_the_agent_gree
     assert record.transcript[0] == f"AGENT: {FRESH_START_LINE}", record.transcript[:2]
     assert result.media_received > 0
 
+
+
+async def test_a_resumed_call_answers_the_line_the_dead_leg_never_answered(tmp_path: Path) -> None:
+    from voice_agent.store.codec import encode
+
+    cfg = config(tmp_path)
+    # The caller heard "let me answer that" and waits for the answer before saying more.
+    emulator = TwilioCallerEmulator(caller_voice("tone"), None,
+                                    EmulatorConfig(speed=8.0, silence_secs=0.2, lead_secs=30.0))
+    assert cfg.store is not None
+    session = build_call(SETTINGS, "call-7-abcdef").session
+    await session.begin_turn(LINES[0])
+    session.record_agent("Yes, this is billing. What's your account number?")
+    await session.begin_turn(LINES[1])  # saved when it opened its turn; the leg died before the answer
+    cfg.store.save("call-7-abcdef", encode(session), turn=session.turn, leg=1, provider_call_id=emulator.call_sid)
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        result = await emulator.dial(f"{url}/voice", [LINES[2]])
+        for _ in range(100):
+            if bridge.registry.all()[-1].state == "ended":
+                break
+            await asyncio.sleep(0.05)
+    record = bridge.registry.all()[-1]
+    assert result.status == "completed", result.render()
+    said = record.transcript
+    opening = said.index("AGENT: Sorry, we got cut off. I have what you just said; let me answer that.")
+    answer = said[opening + 1 : said.index(f"CALLER: {LINES[2]}")]
+    # The promise is kept: the account the caller gave on the dead leg is looked up and answered before they speak.
+    assert any(line.startswith("TOOL_CALL lookup_account") and "ACC-4729-18" in line for line in answer), said
+    assert any(line.startswith("AGENT: ") for line in answer), said

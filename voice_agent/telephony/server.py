@@ -1000,6 +1000,8 @@ class VoiceBridge:
         live.completed_turn = parts.session.turn
         if live.journal is not None and record.resumed_at_turn is not None:
             live.journal.written = int(record.extra.get("restored_entries", 0))  # earlier legs' journals hold those
+        # Read before the opening enters the transcript: the apology is an agent line, not an answer.
+        answer_cut_line = record.resumed_at_turn is not None and unanswered(parts.session.state)
         opening = self._resume_opening(record, parts.session)
         if self.persistence is not None:
             # Saved at once: the store knows the call (and this leg owns it) before the first turn ends.
@@ -1028,7 +1030,7 @@ class VoiceBridge:
                 # Entered in the transcript when queued (_resume_opening); kept out of the turn log's "as heard"
                 # text, which would enter it a second time.
                 await worker.queue_frame(TTSSpeakFrame(opening, append_to_context=False))
-                if record.resumed_at_turn is not None and unanswered(parts.session.state):
+                if answer_cut_line:
                     # The caller's last line was saved but never answered (the worker died mid-answer).
                     await worker.queue_frame(LLMRunFrame())
             runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
