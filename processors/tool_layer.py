@@ -93,6 +93,7 @@ async def _run_own(
         if properties is None or properties.is_final:  # an async tool's progress reports are not its result
             answered = True
             session.tool_returned(name, call_id, admission, result)
+            await session.settle_effect(name, admission, result)
         await params.result_callback(result, properties=properties)
 
     try:
@@ -102,6 +103,7 @@ async def _run_own(
     except Exception as exc:  # as for the domain's tools: the model hears the failure, the call goes on
         if answered:
             raise
+        await session.settle_effect(name, admission, None, failed=True)
         await params.result_callback(session.tool_failed(name, call_id, exc))
 
 

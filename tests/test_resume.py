@@ -133,6 +133,15 @@ class BrokenStore(CallStore):
     def close_leg(self, call_id: str, leg: int) -> None:
         raise StoreError("redis store: close failed: Connection refused")
 
+    def begin_effect(self, call_id: str, key: str, record: str) -> str | None:
+        raise StoreError("redis store: recording an effect failed: Connection refused")
+
+    def finish_effect(self, call_id: str, key: str, record: str) -> None:
+        raise StoreError("redis store: recording an effect failed: Connection refused")
+
+    def drop_effect(self, call_id: str, key: str) -> None:
+        raise StoreError("redis store: forgetting an effect failed: Connection refused")
+
     def close(self) -> None:
         pass
 

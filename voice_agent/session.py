@@ -18,6 +18,7 @@ from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
+from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
 from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
@@ -62,12 +63,15 @@ class ToolAdmission:
     Attributes:
         arguments: The arguments to run it with (identifiers as the ledger spells them).
         decision: The guards' decision (None when the call was stopped before the guards).
-        refusal: The result for the model instead of running the tool (stopped or rejected); None: run it.
+        refusal: The result for the model instead of running the tool (stopped, rejected, or a mutating call
+            an earlier attempt already made: its recorded result); None: run it.
     """
 
     arguments: dict[str, Any]
     decision: GateDecision | None = None
     refusal: dict[str, Any] | None = None
+    effect: str | None = None
+    """The effect key of an admitted mutating call (its result is then recorded in the effect log)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,10 @@ class CallSession:
         self.llm_failures: list[LLMFailure] = []
         self.last_context: AssembledContext | None = None
         self.requests_by_turn: dict[int, int] = {}
+        # Mutating calls recorded once per call across legs (a served call's store sets its own).
+        self.effects: EffectLog = MemoryEffectLog()
+        self.effects_replayed: list[str] = []
+        self.effects_unknown: list[str] = []
         self._caller_messages_seen = 0
         self._id_shapes = id_shapes(domain.id_shapes)
         self._id_roles = domain.id_roles
@@ -387,7 +395,48 @@ class CallSession:
         if decision.rejection is not None:
             return ToolAdmission(dict(arguments), decision, refusal=decision.rejection)
         # A respaced or re-cased ledger identifier runs, and is harvested, as the ledger spells it.
-        return ToolAdmission(decision.arguments_to_run(arguments), decision)
+        admission = ToolAdmission(decision.arguments_to_run(arguments), decision)
+        spec = self.domain.tool(name)
+        if spec is None or not spec.mutates:
+            return admission
+        return await self._begin_effect(name, call_id, admission)
+
+    async def _begin_effect(self, name: str, call_id: str, admission: ToolAdmission) -> ToolAdmission:
+        """Takes the effect key of an admitted mutating call, or answers with what an earlier attempt left."""
+        key = effect_key(self.call_id, name, admission.arguments)
+        try:
+            prior = await self.effects.begin(key, name)
+        except Exception as exc:  # an effect log that fails must not stop the call: the tool runs (at least once)
+            logger.error("call {}: effect log failed, {} runs unchecked: {}", self.call_id, name, exc)
+            return admission
+        if prior is None:
+            return dataclasses.replace(admission, effect=key)
+        if prior.state == "done":
+            # Made before (on a leg that died before its state was saved): the recorded result, not a second run.
+            result = prior.result if isinstance(prior.result, dict) else {"result": prior.result}
+            self.tool_returned(name, call_id, admission, result)
+            self.effects_replayed.append(name)
+            logger.warning("call {}: {} already made (leg {}); its recorded result is used, not run again",
+                           self.call_id, name, prior.leg)
+            return dataclasses.replace(admission, refusal=result)
+        result = unknown_outcome(name, prior.leg)
+        self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result, ToolOutcome.FAILED)
+        self.effects_unknown.append(name)
+        logger.error("call {}: {} was begun on leg {} and never finished; not run again (outcome unknown)",
+                     self.call_id, name, prior.leg)
+        return dataclasses.replace(admission, refusal=result)
+
+    async def settle_effect(self, name: str, admission: ToolAdmission, result: Any, *, failed: bool = False) -> None:
+        """Records the result of an admitted mutating call in the effect log (a failed one is forgotten)."""
+        if admission.effect is None:
+            return
+        try:
+            if failed:
+                await self.effects.drop(admission.effect)
+            else:
+                await self.effects.finish(admission.effect, name, result)
+        except Exception as exc:
+            logger.error("call {}: effect log failed to record a result: {}", self.call_id, exc)
 
     def tool_returned(self, name: str, call_id: str, admission: ToolAdmission, result: Any) -> None:
         """An admitted call's result: recorded, then harvested into the ledger and slots."""
@@ -431,8 +480,10 @@ class CallSession:
         try:
             result = await handler(admission.arguments, self.state)
         except Exception as exc:
+            await self.settle_effect(name, admission, None, failed=True)
             return self.tool_failed(name, call_id, exc)
         self.tool_returned(name, call_id, admission, result)
+        await self.settle_effect(name, admission, result)
         return result
 
     def cancel_tool(self, name: str, call_id: str) -> None:

@@ -9,6 +9,9 @@ script), so a reader sees the previous state or the new one, never a mix. A save
 than the stored one is refused: a worker that lost the call (a network split, a slow drain) cannot
 overwrite what the worker now running it wrote.
 
+Beside the state, each call keeps its **effects**: one record per mutating tool call, keyed by the call's
+effect key (:mod:`voice_agent.core.effects`), so a leg never runs again what an earlier leg ran.
+
 A leg runs under a **lease**: the worker whose stream starts opens the leg (:meth:`CallStore.open_leg`),
 renews its lease while the stream runs and closes it when the stream ends. Only one leg holds a call at
 a time: a new leg opens only once the previous one closed or its lease lapsed (its worker died), so a
@@ -125,6 +128,31 @@ class CallStore(ABC):
     @abstractmethod
     def close_leg(self, call_id: str, leg: int) -> None:
         """Gives up the lease of ``leg`` (its stream ended; the call may resume on a next leg at once).
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def begin_effect(self, call_id: str, key: str, record: str) -> str | None:
+        """Records a mutating call's ``record`` (:class:`~voice_agent.core.effects.Effect` JSON) under ``key``
+        unless one is there: None when this attempt took the key, else the record found (one atomic step).
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def finish_effect(self, call_id: str, key: str, record: str) -> None:
+        """Replaces the record under ``key`` (the call's result).
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def drop_effect(self, call_id: str, key: str) -> None:
+        """Forgets the record under ``key``.
 
         Raises:
             StoreError: The store failed.

@@ -1,7 +1,8 @@
 """The Redis call store: the state of every call of a fleet of workers in one ``redis-server``.
 
 A call is one hash ``va:call:<call_id>`` (fields ``leg``, ``turn``, ``status``, ``end``, ``pcid``,
-``data``, ``updated``, ``lease``, ``rkey``) plus ``va:pcall:<provider call id>`` naming it. A save is one Lua script,
+``data``, ``updated``, ``lease``, ``rkey``) plus ``va:pcall:<provider call id>`` naming it, and
+``va:fx:<call_id>`` holding its effects (one field per effect key). A save is one Lua script,
 which Redis runs atomically: the leg check and the write happen together or not at all, and a
 reader never sees a half-written hash. Keys expire ``retention_secs`` after their last write.
 """
@@ -170,6 +171,37 @@ class RedisCallStore(CallStore):
             self._close_leg(keys=[f"{PREFIX}call:{call_id}"], args=[leg])
         except redis.RedisError as exc:
             raise StoreError(f"redis store {self.url}: closing leg {leg} failed: {exc}") from None
+
+    def begin_effect(self, call_id: str, key: str, record: str) -> str | None:
+        """See :meth:`CallStore.begin_effect`."""
+        name = f"{PREFIX}fx:{call_id}"
+        try:
+            pipe = self.client.pipeline(transaction=True)  # MULTI: the set-if-absent and its read are one step
+            pipe.hsetnx(name, key, record)
+            pipe.hget(name, key)
+            pipe.expire(name, self._ttl)
+            taken, found, _ = pipe.execute()
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: recording an effect failed: {exc}") from None
+        return None if taken else (found.decode() if found is not None else None)
+
+    def finish_effect(self, call_id: str, key: str, record: str) -> None:
+        """See :meth:`CallStore.finish_effect`."""
+        name = f"{PREFIX}fx:{call_id}"
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(name, key, record)
+            pipe.expire(name, self._ttl)
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: recording an effect failed: {exc}") from None
+
+    def drop_effect(self, call_id: str, key: str) -> None:
+        """See :meth:`CallStore.drop_effect`."""
+        try:
+            self.client.hdel(f"{PREFIX}fx:{call_id}", key)
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self.url}: forgetting an effect failed: {exc}") from None
 
     def close(self) -> None:
         """See :meth:`CallStore.close`."""

@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS calls (
     resume_key TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS calls_by_provider_call ON calls (provider_call_id);
+CREATE TABLE IF NOT EXISTS effects (
+    call_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    record TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (call_id, key)
+);
 """
 
 
@@ -77,6 +84,7 @@ class SQLiteCallStore(CallStore):
             if "resume_key" not in columns:
                 db.execute("ALTER TABLE calls ADD COLUMN resume_key TEXT NOT NULL DEFAULT ''")
             db.execute("DELETE FROM calls WHERE updated < ?", (time.time() - retention_secs,))
+            db.execute("DELETE FROM effects WHERE updated < ?", (time.time() - retention_secs,))
             stat = os.stat(path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"sqlite store {path}: {exc}") from None
@@ -222,6 +230,41 @@ class SQLiteCallStore(CallStore):
                                  (how, now, call_id, leg, leg, now))
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: end failed: {exc}") from None
+
+    def begin_effect(self, call_id: str, key: str, record: str) -> str | None:
+        """See :meth:`CallStore.begin_effect`."""
+        try:
+            with self._lock:
+                self._same_file()
+                cursor = self._db.execute("INSERT INTO effects (call_id, key, record, updated) VALUES (?, ?, ?, ?) "
+                                          "ON CONFLICT (call_id, key) DO NOTHING", (call_id, key, record, time.time()))
+                if cursor.rowcount == 1:
+                    return None
+                row = self._db.execute("SELECT record FROM effects WHERE call_id = ? AND key = ?",
+                                       (call_id, key)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: recording an effect failed: {exc}") from None
+        return str(row[0]) if row is not None else None
+
+    def finish_effect(self, call_id: str, key: str, record: str) -> None:
+        """See :meth:`CallStore.finish_effect`."""
+        try:
+            with self._lock:
+                self._same_file()
+                self._db.execute("INSERT INTO effects (call_id, key, record, updated) VALUES (?, ?, ?, ?) "
+                                 "ON CONFLICT (call_id, key) DO UPDATE SET record = excluded.record, "
+                                 "updated = excluded.updated", (call_id, key, record, time.time()))
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: recording an effect failed: {exc}") from None
+
+    def drop_effect(self, call_id: str, key: str) -> None:
+        """See :meth:`CallStore.drop_effect`."""
+        try:
+            with self._lock:
+                self._same_file()
+                self._db.execute("DELETE FROM effects WHERE call_id = ? AND key = ?", (call_id, key))
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path}: forgetting an effect failed: {exc}") from None
 
     def close(self) -> None:
         """See :meth:`CallStore.close`."""

@@ -4,7 +4,9 @@
 
 - ``{"type": "call", ...}``: the call opened (id, provider, start time, the call's configuration);
 - ``{"type": "entry", ...}``: one transcript lane entry (caller words, agent words as heard, a tool
-  call, a tool result with its outcome), written as soon as the lane holds it;
+  call, a tool result with its outcome), written as soon as the lane holds it; its ``id``
+  (``<leg>-<index>``) is unique across the legs of a call, whose journals each go on from the
+  restored entries' count;
 - ``{"type": "turn", ...}``: the agent finished its answer to a turn (tools that completed in it);
 - ``{"type": "event", ...}``: something the server did to the call (the drain goodbye);
 - ``{"type": "end", ...}``: the call's summary (why it ended) and its per-turn record.
@@ -137,8 +139,10 @@ class CallJournal:
         path: The ``.jsonl`` file, created ``0600``; it must not exist yet.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, leg: int = 1) -> None:
         self.path = path
+        self.leg = leg
+        """The call's leg this journal records (in each entry's ``id``)."""
         self.written = 0
         """Transcript entries written so far."""
         self._file: IO[str] | None = os.fdopen(_open_private(path, os.O_EXCL | os.O_APPEND), "a", encoding="utf-8")
@@ -148,13 +152,13 @@ class CallJournal:
         self._file_lock = threading.Lock()
 
     @classmethod
-    def open(cls, directory: Path, call_id: str) -> CallJournal:
-        """A new journal for ``call_id`` in ``directory`` (a name left by an earlier run gets a suffix)."""
+    def open(cls, directory: Path, call_id: str, leg: int = 1) -> CallJournal:
+        """A new journal for leg ``leg`` of ``call_id`` in ``directory`` (a name already taken gets a suffix)."""
         ensure_record_dir(directory)
         try:
-            return cls(directory / f"{call_id}.jsonl")
+            return cls(directory / f"{call_id}.jsonl", leg)
         except FileExistsError:
-            return cls(directory / f"{call_id}-{secrets.token_hex(3)}.jsonl")
+            return cls(directory / f"{call_id}-{secrets.token_hex(3)}.jsonl", leg)
 
     @property
     def closed(self) -> bool:
@@ -181,7 +185,7 @@ class CallJournal:
             except Exception as exc:  # an entry that cannot be rendered stops the journal, never the call
                 self._fail(exc)
                 return
-            self.write(line.pop("type"), **line)
+            self.write(line.pop("type"), id=f"{self.leg}-{line['index']}", **line)
             if self._file is None:
                 return
             self.written += 1

@@ -10,9 +10,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from loguru import logger
 
+from voice_agent.core.effects import Effect
 from voice_agent.session import CallSession
 from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
 from voice_agent.store.codec import StateError, decode, encode, restore
@@ -50,6 +52,40 @@ class Restored:
     turn: int = 0
     left_open: list[str] = field(default_factory=list)
     problem: str | None = None
+
+
+class StoreEffectLog:
+    """A call's effect log in the call store (:class:`~voice_agent.core.effects.EffectLog`), shared by its legs.
+
+    Args:
+        store: The call store.
+        call_id: The call.
+        leg: This leg (recorded with each call it begins).
+    """
+
+    def __init__(self, store: CallStore, call_id: str, leg: int) -> None:
+        self.store, self.call_id, self.leg = store, call_id, leg
+
+    async def begin(self, key: str, tool: str) -> Effect | None:
+        """See :meth:`EffectLog.begin`; a record that does not parse counts as begun (its outcome is unknown)."""
+        found = await asyncio.to_thread(self.store.begin_effect, self.call_id, key,
+                                        Effect(key, tool, "begun", self.leg).to_json())
+        if found is None:
+            return None
+        try:
+            return Effect.from_json(key, found)
+        except ValueError as exc:
+            logger.error("call {}: effect record unreadable ({}); treated as begun", self.call_id, exc)
+            return Effect(key, tool, "begun", 0)
+
+    async def finish(self, key: str, tool: str, result: Any) -> None:
+        """See :meth:`EffectLog.finish`."""
+        record = Effect(key, tool, "done", self.leg, result)
+        await asyncio.to_thread(self.store.finish_effect, self.call_id, key, record.to_json())
+
+    async def drop(self, key: str) -> None:
+        """See :meth:`EffectLog.drop`."""
+        await asyncio.to_thread(self.store.drop_effect, self.call_id, key)
 
 
 class CallPersistence:

@@ -83,7 +83,7 @@ from voice_agent.telephony.journal import (
     prune_records,
     write_private,
 )
-from voice_agent.telephony.persistence import CallPersistence
+from voice_agent.telephony.persistence import CallPersistence, StoreEffectLog
 from voice_agent.telephony.providers import (
     HandshakeError,
     HangupCredentials,
@@ -1063,7 +1063,7 @@ class VoiceBridge:
         if self.config.transcript_dir is None:
             return None
         try:
-            journal = CallJournal.open(Path(self.config.transcript_dir), record.call_id)
+            journal = CallJournal.open(Path(self.config.transcript_dir), record.call_id, record.leg)
         except OSError as exc:
             logger.error("call {}: no record file ({}); the call goes on", record.call_id, exc)
             return None
@@ -1074,6 +1074,9 @@ class VoiceBridge:
 
     def _build_parts(self, call_id: str, record: CallRecord) -> tuple[CallParts, Any]:
         parts = self.factory(call_id)
+        if self.persistence is not None:
+            # Every leg of the call shares its mutating calls' records: none runs twice (voice_agent.core.effects).
+            parts.session.effects = StoreEffectLog(self.persistence.store, call_id, record.leg)
         if record.leg > 1 and self.persistence is not None:
             restored = self.persistence.restore(parts.session)
             if restored.problem is None:

@@ -1,0 +1,124 @@
+"""Exactly-once effects: a mutating call a dead leg made is never run again by the next leg.
+
+A worker killed after ``issue_credit`` ran, before the call's state was saved, leaves a resumed leg whose
+model asks for the same credit again. Each leg here is a fresh session with a fresh billing backend (as a
+resumed leg on another worker has); the effect log is the call store, real SQLite and a real redis-server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voice_agent.call_factory import build_call
+from voice_agent.core.effects import Effect, MemoryEffectLog, effect_key
+from voice_agent.core.transcript import EntryKind, ToolOutcome
+from voice_agent.session import CallSession
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.store import CallStore, open_store
+from voice_agent.store.codec import decode, encode, restore
+from voice_agent.telephony.persistence import StoreEffectLog
+
+from .redis_server import redis_server
+
+SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)},
+                          summarizer={"kind": "extractive"})
+CALL = "call-3-abcdef"
+CREDIT = {"account_id": "ACC-4729-18", "invoice_id": "INV-2026-1018", "amount": "19.99"}
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CallStore]:
+    if request.param == "sqlite":
+        opened = open_store("sqlite", path=tmp_path / "calls.sqlite3")
+        assert opened is not None
+        yield opened
+        opened.close()
+        return
+    with redis_server(tmp_path) as url:
+        opened = open_store("redis", url=url)
+        assert opened is not None
+        yield opened
+        opened.close()
+
+
+async def leg_one() -> tuple[CallSession, bytes]:
+    """The first leg up to the caller's request: its state as saved when the turn opened."""
+    session = build_call(SETTINGS, CALL).session
+    await session.begin_turn("My account is ACC-4729-18, I was charged twice in October.")
+    await session.execute_tool("lookup_account", "c1", {"account_id": "ACC-4729-18"})
+    await session.execute_tool("list_invoices", "c2", {"account_id": "ACC-4729-18"})
+    await session.begin_turn("Yes please, credit the 19.99 back.")
+    return session, encode(session)
+
+
+def resumed(saved: bytes) -> CallSession:
+    """The next leg on another worker: a fresh session and backend, the state saved before the credit ran."""
+    session = build_call(SETTINGS, CALL).session
+    restore(session, decode(saved, call_id=CALL))
+    return session
+
+
+def credits(session: CallSession) -> list[Any]:
+    return list(session.domain.extra["backend"].credits)
+
+
+def test_the_effect_key_is_the_call_the_tool_and_its_arguments() -> None:
+    key = effect_key(CALL, "issue_credit", CREDIT)
+    assert key == effect_key(CALL, "issue_credit", dict(reversed(list(CREDIT.items()))))
+    assert key != effect_key(CALL, "issue_credit", {**CREDIT, "amount": "20.00"})
+    assert key != effect_key("call-4-abcdef", "issue_credit", CREDIT)
+
+
+async def test_a_credit_the_dead_leg_made_is_not_made_again(store: CallStore) -> None:
+    first, saved = await leg_one()
+    first.effects = StoreEffectLog(store, CALL, 1)
+    made = await first.execute_tool("issue_credit", "c3", CREDIT)
+    assert made.get("credit_id") and len(credits(first)) == 1
+    # The worker dies here: the state saved before the credit is all the next leg has.
+    second = resumed(saved)
+    second.effects = StoreEffectLog(store, CALL, 2)
+    again = await second.execute_tool("issue_credit", "r1", CREDIT)
+    assert again == made and credits(second) == []  # the recorded result; nothing run on the new leg
+    assert second.effects_replayed == ["issue_credit"]
+    last = second.state.transcript.entries[-1]
+    assert last.kind is EntryKind.TOOL_RESULT and last.outcome is ToolOutcome.COMPLETED and last.result == made
+    # Another credit (other arguments) still runs.
+    other = await second.execute_tool("issue_credit", "r2", {**CREDIT, "amount": "5.00"})
+    assert other.get("credit_id") and len(credits(second)) == 1
+
+
+async def test_a_credit_begun_by_a_leg_that_died_mid_call_is_not_run_blind(store: CallStore) -> None:
+    _, saved = await leg_one()
+    key = effect_key(CALL, "issue_credit", CREDIT)
+    assert store.begin_effect(CALL, key, Effect(key, "issue_credit", "begun", 1).to_json()) is None
+    second = resumed(saved)
+    second.effects = StoreEffectLog(store, CALL, 2)
+    result = await second.execute_tool("issue_credit", "r1", CREDIT)
+    assert result["status"] == "unknown" and "not run again" in result["error"]
+    assert credits(second) == [] and second.effects_unknown == ["issue_credit"]
+    assert second.state.transcript.entries[-1].outcome is ToolOutcome.FAILED
+
+
+async def test_a_credit_the_backend_refused_may_be_asked_for_again() -> None:
+    session, _ = await leg_one()
+    log = MemoryEffectLog()
+    session.effects = log
+    too_much = {**CREDIT, "amount": "500.00"}
+    refused = await session.execute_tool("issue_credit", "c3", too_much)
+    assert refused["status"] == "error" and log.effects == {}  # forgotten: it did nothing
+    assert (await session.execute_tool("issue_credit", "c4", too_much))["status"] == "error"
+    assert session.effects_replayed == [] and credits(session) == []
+
+
+async def test_a_store_that_fails_lets_the_call_go_on(tmp_path: Path) -> None:
+    from .test_resume import BrokenStore
+
+    session, _ = await leg_one()
+    session.effects = StoreEffectLog(BrokenStore(), CALL, 1)
+    made = await session.execute_tool("issue_credit", "c3", CREDIT)
+    assert made.get("credit_id") and len(credits(session)) == 1  # run unchecked (at least once), logged
