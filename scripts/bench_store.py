@@ -3,12 +3,13 @@
 Run: ``.venv/bin/python scripts/bench_store.py [--gap-trials N] [--skip-gap]``. Needs ``redis-server`` on
 PATH (``scripts/ensure_redis`` installs it); the script starts its own on a free loopback port.
 
-1. States of a ``billing_dispute`` call played through the real pipeline in text mode, at turn 10 and at
-   turn 300 (after the 36 scripted turns the caller goes on asking the scenario's questions again).
-   For SQLite (a temporary file, WAL) and Redis: the save after a turn (encode + atomic write) and the
-   load on resume (read + decode + restore into a new session), p50 / p99, and the state's size. The
-   baseline beside them is what every served call already pays per turn: the journal's turn line with
-   its ``fsync`` (``--transcripts``).
+1. States of a ``billing_dispute`` call played through the real pipeline in text mode, at turns 10, 300 and
+   1,000 (after the 36 scripted turns the caller goes on asking the scenario's questions again). For SQLite
+   (a temporary file, WAL) and Redis: the save after a turn as a served call makes it (what the turn
+   changed: the bounded head and the items it appended, encoded and written atomically) beside the state
+   saved whole (the baseline, what every save cost before), the load on resume (read + decode + restore into
+   a new session), p50 / p99, and the sizes. Also beside them, what every served call already pays per
+   turn: the journal's turn line with its ``fsync`` (``--transcripts``).
 2. The resume gap as the caller hears it: two worker processes on one store behind the balancer; the
    emulator dials, the first worker is killed with SIGKILL (or sent SIGTERM: a drain hands the call
    over) while the caller speaks; the gap is from the moment the stream dropped to the first voiced
@@ -43,7 +44,8 @@ from voice_agent.scenarios import load_scenario  # noqa: E402
 from voice_agent.settings import Settings, with_overrides  # noqa: E402
 from voice_agent.simulation.runner import caller_lines  # noqa: E402
 from voice_agent.simulation.text_call import CallerLine, run_text_call  # noqa: E402
-from voice_agent.store import CallStore, decode, encode, open_store, restore  # noqa: E402
+from voice_agent.store import CallStore, encode, open_store, restore  # noqa: E402
+from voice_agent.store.codec import counts, decode_changes, encode_changes  # noqa: E402
 from voice_agent.telephony.journal import CallJournal  # noqa: E402
 
 SCENARIO = load_scenario("billing_dispute")
@@ -51,7 +53,7 @@ REFERENCE_DATE = SCENARIO.reference_date or dt.date(2026, 11, 30)
 SETTINGS = with_overrides(Settings(), call={"reference_date": REFERENCE_DATE},
                           summarizer={"kind": "extractive"})
 """The built-in defaults (lanes, K=6, S=5, cadence), whatever config/settings.toml says, so runs compare."""
-TURNS = (10, 300)
+TURNS = (10, 300, 1000)
 
 
 def percentiles(samples: Sequence[float]) -> tuple[float, float]:
@@ -70,11 +72,15 @@ def script(turns: int) -> list[CallerLine]:
     return out
 
 
-async def played(turns: int) -> CallParts:
-    """A call played to ``turns`` turns through the pipeline (text mode, reference agent)."""
+async def played(turns: int) -> tuple[CallParts, dict[str, int]]:
+    """A call played to ``turns`` turns through the pipeline (text mode, reference agent), and what its store held
+    before the last turn (each growing part's item count): the save after that turn appends the rest."""
     parts = build_call(SETTINGS, f"call-bench-{turns}")
-    await run_text_call(parts.session, parts.llm, script(turns), turn_timeout=60)
-    return parts
+    lines = script(turns)
+    await run_text_call(parts.session, parts.llm, lines[:-1], turn_timeout=60)
+    before = counts(parts.session)
+    await run_text_call(parts.session, parts.llm, lines[-1:], turn_timeout=60)
+    return parts, before
 
 
 def timed(fn: Callable[[], object], reps: int) -> list[float]:
@@ -87,24 +93,38 @@ def timed(fn: Callable[[], object], reps: int) -> list[float]:
     return out
 
 
-def bench_state(parts: CallParts, store: CallStore, reps: int) -> dict[str, Any]:
-    """Save and load figures of one call state on one store."""
+def bench_state(parts: CallParts, before: dict[str, int], store: CallStore, reps: int) -> dict[str, Any]:
+    """Save and load figures of one call state on one store: saved whole (the baseline), and saved as what the last
+    turn changed (what a served call does: the head and the items appended since the save before)."""
     session = parts.session
     call_id = session.call_id
     turn = session.turn
     data = encode(session)
     saves = timed(lambda: store.save(call_id, encode(session), turn=turn, leg=1, provider_call_id="CABENCH"), reps)
     encodes = timed(lambda: encode(session), reps)
+    # The changes: the store holds the call up to the turn before; each rep writes the last turn's changes again
+    # (items past the base are replaced, so every rep costs what the one real save costs).
+    head, everything = encode_changes(session, {})
+    base = sum(before.values())
+    store.save_changes(call_id, head, everything[:base], base=0, turn=turn, leg=1, provider_call_id="CABENCH")
+
+    def save_changes() -> None:
+        head, items = encode_changes(session, before)
+        store.save_changes(call_id, head, items, base=base, turn=turn, leg=1, provider_call_id="CABENCH")
+
+    change_saves = timed(save_changes, reps)
+    head, items = encode_changes(session, before)
     fresh = [build_call(SETTINGS, call_id) for _ in range(reps)]
 
     def load() -> None:
         stored = store.load(call_id)
-        assert stored is not None
-        restore(fresh.pop().session, decode(stored.data, call_id=call_id))
+        assert stored is not None and stored.items
+        restore(fresh.pop().session, decode_changes(stored.data, stored.items, call_id=call_id))
 
     loads = timed(load, reps)
     return {"save": percentiles(saves), "encode": percentiles(encodes), "load": percentiles(loads),
-            "bytes": len(data)}
+            "bytes": len(data), "change_save": percentiles(change_saves),
+            "change_bytes": len(head) + sum(len(i) for _, i in items)}
 
 
 def bench_journal(parts: CallParts, directory: Path, reps: int) -> tuple[float, float]:
@@ -193,28 +213,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         with redis_server(tmp) as url:
-            states = {turns: asyncio.run(played(turns)) for turns in TURNS}
+            states = {turns: asyncio.run(played(turns)) for turns in TURNS}  # a 1,000-turn call: about a minute
             stores: dict[str, CallStore] = {}
             for backend, kwargs in (("sqlite", {"path": str(tmp / "bench.sqlite3")}), ("redis", {"url": url})):
                 opened = open_store(backend, **kwargs)
                 assert opened is not None
                 stores[backend] = opened
             rows = []
-            for turns, parts in states.items():
+            for turns, (parts, before) in states.items():
                 journal = bench_journal(parts, tmp / "records", args.reps)
                 for backend, store in stores.items():
-                    rows.append((turns, backend, bench_state(parts, store, args.reps), journal))
-            print(f"\ncall state per turn (billing_dispute in text mode; {args.reps} saves and loads each)\n")
-            head = (f"{'turn':>5} {'store':<7} {'state KiB':>9} {'encode p50/p99 ms':>18} {'save p50/p99 ms':>17} "
-                    f"{'load p50/p99 ms':>17} {'journal fsync p50 ms':>21} {'save/journal':>13}")
+                    rows.append((turns, backend, bench_state(parts, before, store, args.reps), journal))
+            print(f"\ncall state per turn (billing_dispute in text mode; {args.reps} saves and loads each). 'whole': "
+                  "the state encoded and written whole (the baseline); 'changes': what a served call writes, the "
+                  "head and the last turn's items\n")
+            head = (f"{'turn':>5} {'store':<7} {'state KiB':>9} {'whole save p50/p99 ms':>22} "
+                    f"{'changes KiB':>11} {'changes save p50/p99 ms':>24} {'load p50/p99 ms':>17} "
+                    f"{'journal fsync p50 ms':>21} {'changes/whole p50':>18} {'changes/journal':>16}")
             print(head)
             print("-" * len(head))
             for turns, backend, fig, journal in rows:
-                enc, save = fig["encode"], fig["save"]
-                print(f"{turns:>5} {backend:<7} {fig['bytes'] / 1024:>9.1f} "
-                      f"{enc[0]:>8.2f} / {enc[1]:<7.2f} {save[0]:>7.2f} / {save[1]:<7.2f} "
+                save, change = fig["save"], fig["change_save"]
+                print(f"{turns:>5} {backend:<7} {fig['bytes'] / 1024:>9.1f} {save[0]:>11.2f} / {save[1]:<8.2f} "
+                      f"{fig['change_bytes'] / 1024:>11.1f} {change[0]:>12.2f} / {change[1]:<9.2f} "
                       f"{fig['load'][0]:>7.2f} / {fig['load'][1]:<7.2f} {journal[0]:>21.2f} "
-                      f"{fig['save'][0] / journal[0]:>12.2f}x")
+                      f"{change[0] / save[0]:>17.2f}x {change[0] / journal[0]:>15.2f}x")
             if not args.skip_gap:
                 print(f"\nresume gap as the caller hears it (stream dropped -> first voiced audio of the resumed call; "
                       f"{args.gap_trials} calls per kind and store, fake audio stack, emulator at 8x)\n")

@@ -114,6 +114,10 @@ class BrokenStore(CallStore):
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         raise StoreError("redis store redis://10.0.0.5:6379/0: save failed: Connection refused")
 
+    def save_changes(self, call_id: str, head: bytes, items: list[tuple[str, bytes]], *, base: int, turn: int,
+                     leg: int, provider_call_id: str | None) -> bool:
+        raise StoreError("redis store redis://10.0.0.5:6379/0: save failed: Connection refused")
+
     def load(self, call_id: str) -> StoredCall | None:
         return None
 

@@ -401,3 +401,71 @@ def test_the_store_directories_it_makes_are_the_owners_alone_whatever_the_umask(
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "state" / "voice-agent").stat().st_mode) == 0o700
     store.close()
+
+
+# --- saving what changed --------------------------------------------------------------------------------------------
+
+
+def test_changes_append_after_what_is_stored_and_a_whole_save_clears_them(store: CallStore) -> None:
+    call = "call-7-abc"
+    assert store.save_changes(call, b'{"h":1}', [("transcript", b"a"), ("drop_log", b"b")], base=0, turn=1, leg=1,
+                              provider_call_id="CA7")
+    assert store.save_changes(call, b'{"h":2}', [("transcript", b"c")], base=2, turn=2, leg=1, provider_call_id="CA7")
+    stored = store.load(call)
+    assert stored is not None and stored.data == b'{"h":2}' and stored.turn == 2
+    assert stored.items == (("transcript", b"a"), ("drop_log", b"b"), ("transcript", b"c"))
+    # A save written but reported failed is retried with the same base: its items replace, never repeat.
+    assert store.save_changes(call, b'{"h":3}', [("transcript", b"c"), ("transcript", b"d")], base=2, turn=3, leg=1,
+                              provider_call_id="CA7")
+    assert [item for _, item in store.load(call).items] == [b"a", b"b", b"c", b"d"]  # type: ignore[union-attr]
+    # A later leg owns the call: an older leg's changes are refused, nothing appended.
+    assert store.open_leg(call, 2, provider_call_id="CA7", lease_secs=5)
+    assert not store.save_changes(call, b'{"h":9}', [("transcript", b"x")], base=4, turn=4, leg=1,
+                                  provider_call_id="CA7")
+    assert len(store.load(call).items) == 4  # type: ignore[union-attr]
+    assert store.save(call, b'{"whole":1}', turn=5, leg=2, provider_call_id="CA7")
+    whole = store.load(call)
+    assert whole is not None and whole.items == () and whole.data == b'{"whole":1}'
+
+
+async def test_a_call_saved_change_by_change_resumes_as_it_was(store: CallStore) -> None:
+    from voice_agent.telephony.persistence import CallPersistence
+
+    persistence = CallPersistence(store)
+    first = new_call()
+    for stop in (6, 12, 18):  # three turns' worth of saves, each appending what the turns added
+        await run_text_call(first.session, first.llm, LINES[stop - 6: stop])
+        assert await persistence.save(first.session, leg=1, provider_call_id="CA1")
+    later_bytes = persistence.stats.last_bytes
+    assert later_bytes < len(encode(first.session)) / 2  # the third save wrote six turns, not the call
+    second = new_call()
+    assert persistence.restore(second.session).problem is None
+    assert [e.render() for e in second.session.state.transcript] == [e.render() for e in first.session.state.transcript]
+    assert second.session.assemble().messages == first.session.assemble().messages
+    assert second.session.summary_passes == [dataclasses.replace(p, text_in="", text_out="")
+                                             for p in first.session.summary_passes]
+    # It goes on exactly as a leg resumed from the whole state does.
+    reference = new_call()
+    restore(reference.session, decode(encode(first.session)))
+    await run_text_call(reference.session, reference.llm, LINES[18:])
+    await run_text_call(second.session, second.llm, LINES[18:])
+    assert [e.render() for e in second.session.state.transcript] == [
+        e.render() for e in reference.session.state.transcript]
+    credits = second.session.domain.extra["backend"].credits
+    assert credits and credits == reference.session.domain.extra["backend"].credits
+    # The resumed leg goes on appending after what the store holds.
+    assert await persistence.save(second.session, leg=2, provider_call_id="CA1")
+    third = new_call()
+    assert persistence.restore(third.session).problem is None
+    assert len(third.session.state.transcript) == len(second.session.state.transcript)
+
+
+def test_a_stored_item_that_does_not_parse_starts_the_call_fresh(store: CallStore) -> None:
+    from voice_agent.telephony.persistence import CallPersistence
+
+    call = "call-1-abc"
+    head = encode(new_call().session)
+    assert store.save_changes(call, head, [("transcript", b"{not json")], base=0, turn=0, leg=1,
+                              provider_call_id="CA1")
+    restored = CallPersistence(store).restore(new_call().session)
+    assert restored.problem is not None and "transcript item is not valid JSON" in restored.problem

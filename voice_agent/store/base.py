@@ -4,8 +4,10 @@ A store keeps one row per call: its id, the provider's call id (to find it again
 comes back to ``/voice``), the leg (how many workers the call has run on, from 1), the last saved
 turn, whether the call is ``live`` or ``ended``, and the encoded state (:mod:`voice_agent.store.codec`).
 
-Every save replaces the whole state in one atomic operation (one SQLite transaction, one Redis
-script), so a reader sees the previous state or the new one, never a mix. A save from an older leg
+Every save is one atomic operation (one SQLite transaction, one Redis script), so a reader sees the
+previous state or the new one, never a mix. A served call saves what changed (:meth:`CallStore.save_changes`):
+the bounded head of its state and the items its growing parts (the transcript, the logs) gained since the
+last save, so a save costs the same at turn 1,000 as at turn 10. A save from an older leg
 than the stored one is refused: a worker that lost the call (a network split, a slow drain) cannot
 overwrite what the worker now running it wrote.
 
@@ -53,6 +55,8 @@ class StoredCall:
         lease_until: Until when the leg running the call holds it (epoch seconds; 0: no leg runs it now).
         resume_key: The secret the latest leg gave the provider to come back with (in its action URL): only a
             request carrying it may resume the call ("": none recorded).
+        items: What saves of the changes appended, in order, ``(part, item)``; ``data`` is then their head
+            (:func:`voice_agent.store.codec.decode_changes`). Empty for a state saved whole.
     """
 
     call_id: str
@@ -65,6 +69,7 @@ class StoredCall:
     updated: float
     lease_until: float = 0.0
     resume_key: str = ""
+    items: tuple[tuple[str, bytes], ...] = ()
 
     def held(self, now: float) -> bool:
         """Whether a leg is running the call now (its lease has not lapsed)."""
@@ -79,6 +84,17 @@ class CallStore(ABC):
     @abstractmethod
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """Writes the call's state atomically; False (nothing written) when a later leg owns the call.
+
+        Raises:
+            StoreError: The store failed.
+        """
+
+    @abstractmethod
+    def save_changes(self, call_id: str, head: bytes, items: list[tuple[str, bytes]], *, base: int, turn: int,
+                     leg: int, provider_call_id: str | None) -> bool:
+        """Writes the call's head and appends ``items`` after the first ``base`` stored ones, atomically; False
+        (nothing written) when a later leg owns the call. Items past ``base`` (a save that was written but
+        reported failed) are replaced, so a save may be retried. :meth:`save` (a whole state) clears the items.
 
         Raises:
             StoreError: The store failed.

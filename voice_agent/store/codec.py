@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from voice_agent.core.drop_log import DropEvent, SummaryPass
@@ -212,6 +212,19 @@ def snapshot(session: CallSession) -> dict[str, Any]:
 
     Read on the event loop between frames, so it is one consistent moment of the call.
     """
+    state = _head(session, session.requests_by_turn)
+    state["transcript"] = [_entry(e) for e in session.state.transcript]
+    state["open_tool_calls"] = [e.tool_call_id for e in session.state.transcript.pending_tool_calls()]
+    state["drop_log"] = [_drop_event(e) for e in session.state.drop_log.events]
+    logs = state["logs"]
+    logs["summary_passes"] = [_summary_pass(p) for p in session.summary_passes]
+    logs["guard_events"] = [_guard_event(g) for g in session.guard_events]
+    logs["output_blocks"] = [[t, check] for t, check in session.output_blocks]
+    return state
+
+
+def _head(session: CallSession, requests_by_turn: Mapping[int, int]) -> dict[str, Any]:
+    """Everything but the lists that only grow (see :data:`APPENDED`)."""
     state = session.state
     backend: Any = session.domain.extra.get("backend")
     effects = backend.effects() if callable(getattr(backend, "effects", None)) else None
@@ -223,10 +236,7 @@ def snapshot(session: CallSession) -> dict[str, Any]:
         "policy": _policy(session),
         "turn": state.turn,
         "unsummarized_from": state.unsummarized_from,
-        "transcript": [_entry(e) for e in state.transcript],
-        "open_tool_calls": [e.tool_call_id for e in state.transcript.pending_tool_calls()],
         "summary": state.summary.model_dump(mode="json"),
-        "drop_log": [_drop_event(e) for e in state.drop_log.events],
         "ledger": {"capacity": state.ledger.capacity, "entries": [_ledger_entry(e) for e in state.ledger.entries],
                    "evicted": [_ledger_entry(e) for e in state.ledger.evicted]},
         "slots": {"model": state.slots.model.model_dump(mode="json"),
@@ -235,19 +245,81 @@ def snapshot(session: CallSession) -> dict[str, Any]:
                              for name, s in state.slots.filled().items()}},
         "tracker": _tracker(state.tracker),
         "retrieval": {"retrieved": list(session.retrieved),
-                      "by_turn": to_plain(session.retrieval_by_turn)},
-        "logs": {
-            # Each pass's accounting, not its texts: the leg that ran a pass exported them (telemetry, the
-            # call record) and nothing in a call reads them again; at turn 300 they were 80 % of the state.
-            "summary_passes": [{"turn": p.turn, "event": _drop_event(p.event), "landed": p.landed_turn}
-                               for p in session.summary_passes],
-            "guard_events": [{"turn": g.turn, "tool": g.tool, "verdicts": [dict(v) for v in g.verdicts],
-                              "rejection": g.rejection} for g in session.guard_events],
-            "output_blocks": [[t, check] for t, check in session.output_blocks],
-            "requests_by_turn": to_plain(session.requests_by_turn),
-        },
+                      "by_turn": to_plain({t: r for t, r in session.retrieval_by_turn.items() if t >= state.turn - 1})},
+        "logs": {"requests_by_turn": to_plain(dict(requests_by_turn))},
         "effects": to_plain(effects) if effects is not None else None,
     }
+
+
+def _summary_pass(p: SummaryPass) -> dict[str, Any]:
+    # Each pass's accounting, not its texts: the leg that ran a pass exported them (telemetry, the call record)
+    # and nothing in a call reads them again; at turn 300 they were 80 % of the state.
+    return {"turn": p.turn, "event": _drop_event(p.event), "landed": p.landed_turn}
+
+
+def _guard_event(g: GuardEvent) -> dict[str, Any]:
+    return {"turn": g.turn, "tool": g.tool, "verdicts": [dict(v) for v in g.verdicts], "rejection": g.rejection}
+
+
+# --- saving what changed --------------------------------------------------------------------------------------------
+
+APPENDED = ("transcript", "drop_log", "summary_passes", "guard_events", "output_blocks")
+"""The parts of a call's state that only grow: a save writes their new items, never the whole list."""
+
+
+def counts(session: CallSession) -> dict[str, int]:
+    """How many items each appended part of ``session`` holds now."""
+    return {"transcript": len(session.state.transcript), "drop_log": len(session.state.drop_log.events),
+            "summary_passes": len(session.summary_passes), "guard_events": len(session.guard_events),
+            "output_blocks": len(session.output_blocks)}
+
+
+def encode_changes(session: CallSession, saved: Mapping[str, int]) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """What a save writes: the head (the state without the appended parts, bounded by the call's facts, not its
+    length) and each appended part's items past ``saved`` (the counts the store already holds), in order.
+
+    The head keeps the per-turn logs of the current and the previous turn only (telemetry reads no other), so
+    no part of a save grows with the call's length but the items it appends.
+    """
+    turn = session.state.turn
+    head = _head(session, {t: n for t, n in session.requests_by_turn.items() if t >= turn - 1})
+    items: list[tuple[str, bytes]] = []
+
+    def add(kind: str, values: list[Any]) -> None:
+        items.extend((kind, _compact(v)) for v in values)
+
+    add("transcript", [_entry(e) for e in session.state.transcript.since(saved.get("transcript", 0))])
+    add("drop_log", [_drop_event(e) for e in session.state.drop_log.events[saved.get("drop_log", 0):]])
+    add("summary_passes", [_summary_pass(p) for p in session.summary_passes[saved.get("summary_passes", 0):]])
+    add("guard_events", [_guard_event(g) for g in session.guard_events[saved.get("guard_events", 0):]])
+    add("output_blocks", [[t, c] for t, c in session.output_blocks[saved.get("output_blocks", 0):]])
+    return _compact(head), items
+
+
+def decode_changes(head: bytes, items: Sequence[tuple[str, bytes]], *, call_id: str | None = None) -> dict[str, Any]:
+    """A state written by :func:`encode_changes` saves, as :func:`decode` returns one whole.
+
+    Raises:
+        StateError: As :func:`decode`, or an item that does not parse or names no appended part.
+    """
+    state = decode(head, call_id=call_id)
+    parts: dict[str, list[Any]] = {kind: [] for kind in APPENDED}
+    for kind, raw in items:
+        if kind not in parts:
+            raise StateError(f"stored item of unknown part {kind!r}")
+        try:
+            parts[kind].append(json.loads(raw.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StateError(f"stored {kind} item is not valid JSON ({exc})") from None
+    state["transcript"], state["drop_log"] = parts["transcript"], parts["drop_log"]
+    logs = state.setdefault("logs", {})
+    for kind in ("summary_passes", "guard_events", "output_blocks"):
+        logs[kind] = parts[kind]
+    return state
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def encode(session: CallSession) -> bytes:

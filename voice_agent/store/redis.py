@@ -2,7 +2,8 @@
 
 A call is one hash ``va:call:<call_id>`` (fields ``leg``, ``turn``, ``status``, ``end``, ``pcid``,
 ``data``, ``updated``, ``lease``, ``rkey``) plus ``va:pcall:<provider call id>`` naming it, and
-``va:fx:<call_id>`` holding its effects (one field per effect key). A save is one Lua script,
+``va:fx:<call_id>`` holding its effects (one field per effect key) and ``va:items:<call_id>``, the items
+saves of the changes appended (``<part>\\n<item>`` each). A save is one Lua script,
 which Redis runs atomically: the leg check and the write happen together or not at all, and a
 reader never sees a half-written hash. Keys expire ``retention_secs`` after their last write.
 """
@@ -65,6 +66,8 @@ _CLOSE_LEG = """
 if redis.call('HGET', KEYS[1], 'leg') == ARGV[1] then redis.call('HSET', KEYS[1], 'lease', '0') end
 return 1
 """
+# Writes the head (ARGV[1]) unless a later leg owns the call; KEYS[3], the call's items, keeps its first ARGV[8]
+# items and gets ARGV[9..] appended (a whole state: ARGV[8] = 0 and none).
 _SAVE = """
 local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -73,6 +76,10 @@ redis.call('HSET', KEYS[1], 'data', ARGV[1], 'leg', ARGV[2], 'turn', ARGV[3], 'p
            'updated', ARGV[5], 'status', 'live')
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[6]) end
+local base = tonumber(ARGV[8])
+if base == 0 then redis.call('DEL', KEYS[3]) else redis.call('LTRIM', KEYS[3], 0, base - 1) end
+for i = 9, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+if #ARGV >= 9 or base > 0 then redis.call('EXPIRE', KEYS[3], ARGV[6]) end
 return 1
 """
 
@@ -106,10 +113,20 @@ class RedisCallStore(CallStore):
 
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """See :meth:`CallStore.save`."""
-        keys = [f"{PREFIX}call:{call_id}", f"{PREFIX}pcall:{provider_call_id or ''}"]
+        return self._write(call_id, data, [], 0, turn=turn, leg=leg, provider_call_id=provider_call_id)
+
+    def save_changes(self, call_id: str, head: bytes, items: list[tuple[str, bytes]], *, base: int, turn: int,
+                     leg: int, provider_call_id: str | None) -> bool:
+        """See :meth:`CallStore.save_changes`."""
+        return self._write(call_id, head, items, base, turn=turn, leg=leg, provider_call_id=provider_call_id)
+
+    def _write(self, call_id: str, data: bytes, items: list[tuple[str, bytes]], base: int, *, turn: int, leg: int,
+               provider_call_id: str | None) -> bool:
+        keys = [f"{PREFIX}call:{call_id}", f"{PREFIX}pcall:{provider_call_id or ''}", f"{PREFIX}items:{call_id}"]
+        packed = [part.encode() + b"\n" + item for part, item in items]
         try:
             done = self._save(keys=keys, args=[data, leg, turn, provider_call_id or "", time.time(), self._ttl,
-                                               call_id])
+                                               call_id, base, *packed])
         except redis.RedisError as exc:
             raise StoreError(f"redis store {self.url}: save failed: {exc}") from None
         return bool(done)
@@ -117,12 +134,19 @@ class RedisCallStore(CallStore):
     def load(self, call_id: str) -> StoredCall | None:
         """See :meth:`CallStore.load`."""
         try:
-            fields: dict[bytes, bytes] = self.client.hgetall(f"{PREFIX}call:{call_id}")
+            pipe = self.client.pipeline(transaction=True)  # MULTI: the head and its items from one moment
+            pipe.hgetall(f"{PREFIX}call:{call_id}")
+            pipe.lrange(f"{PREFIX}items:{call_id}", 0, -1)
+            fields, packed = pipe.execute()
         except redis.RedisError as exc:
             raise StoreError(f"redis store {self.url}: read failed: {exc}") from None
         if not fields or b"data" not in fields:
             return None
-        return _stored(call_id, fields)
+        items = []
+        for raw in packed:
+            part, _, item = bytes(raw).partition(b"\n")
+            items.append((part.decode("utf-8", "replace"), item))
+        return _stored(call_id, fields, tuple(items))
 
     def find(self, provider_call_id: str) -> StoredCall | None:
         """See :meth:`CallStore.find`."""
@@ -208,7 +232,7 @@ class RedisCallStore(CallStore):
         self.client.close()
 
 
-def _stored(call_id: str, fields: dict[bytes, bytes]) -> StoredCall:
+def _stored(call_id: str, fields: dict[bytes, bytes], items: tuple[tuple[str, bytes], ...] = ()) -> StoredCall:
     def text(name: str, default: str = "") -> str:
         value: Any = fields.get(name.encode())
         return value.decode() if value is not None else default
@@ -217,6 +241,6 @@ def _stored(call_id: str, fields: dict[bytes, bytes]) -> StoredCall:
         status: CallStatus = "ended" if text("status") == "ended" else "live"
         return StoredCall(call_id, text("pcid") or None, int(text("leg", "1")), int(text("turn", "0")), status,
                           text("end"), fields[b"data"], float(text("updated", "0")), float(text("lease", "0")),
-                          text("rkey"))
+                          text("rkey"), items)
     except (TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise UnreadableCall(f"redis store: stored call {call_id} unreadable: {exc}") from None

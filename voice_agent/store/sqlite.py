@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS calls (
     resume_key TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS calls_by_provider_call ON calls (provider_call_id);
+CREATE TABLE IF NOT EXISTS call_items (
+    call_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    part TEXT NOT NULL,
+    item BLOB NOT NULL,
+    PRIMARY KEY (call_id, seq)
+);
 CREATE TABLE IF NOT EXISTS effects (
     call_id TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -85,6 +92,7 @@ class SQLiteCallStore(CallStore):
                 db.execute("ALTER TABLE calls ADD COLUMN resume_key TEXT NOT NULL DEFAULT ''")
             db.execute("DELETE FROM calls WHERE updated < ?", (time.time() - retention_secs,))
             db.execute("DELETE FROM effects WHERE updated < ?", (time.time() - retention_secs,))
+            db.execute("DELETE FROM call_items WHERE call_id NOT IN (SELECT call_id FROM calls)")
             stat = os.stat(path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"sqlite store {path}: {exc}") from None
@@ -113,18 +121,41 @@ class SQLiteCallStore(CallStore):
 
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """See :meth:`CallStore.save`."""
+        return self._write(call_id, data, None, 0, turn=turn, leg=leg, provider_call_id=provider_call_id)
+
+    def save_changes(self, call_id: str, head: bytes, items: list[tuple[str, bytes]], *, base: int, turn: int,
+                     leg: int, provider_call_id: str | None) -> bool:
+        """See :meth:`CallStore.save_changes`."""
+        return self._write(call_id, head, items, base, turn=turn, leg=leg, provider_call_id=provider_call_id)
+
+    def _write(self, call_id: str, data: bytes, items: list[tuple[str, bytes]] | None, base: int, *, turn: int,
+               leg: int, provider_call_id: str | None) -> bool:
         try:
             with self._lock:
                 self._same_file()
-                cursor = self._db.execute(
-                    "INSERT INTO calls (call_id, provider_call_id, leg, turn, status, data, updated) "
-                    "VALUES (?, ?, ?, ?, 'live', ?, ?) "
-                    "ON CONFLICT (call_id) DO UPDATE SET provider_call_id = excluded.provider_call_id, "
-                    "leg = excluded.leg, turn = excluded.turn, data = excluded.data, updated = excluded.updated "
-                    "WHERE excluded.leg >= calls.leg AND calls.status = 'live'",
-                    (call_id, provider_call_id, leg, turn, data, time.time()),
-                )
-                return cursor.rowcount == 1
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    cursor = self._db.execute(
+                        "INSERT INTO calls (call_id, provider_call_id, leg, turn, status, data, updated) "
+                        "VALUES (?, ?, ?, ?, 'live', ?, ?) "
+                        "ON CONFLICT (call_id) DO UPDATE SET provider_call_id = excluded.provider_call_id, "
+                        "leg = excluded.leg, turn = excluded.turn, data = excluded.data, updated = excluded.updated "
+                        "WHERE excluded.leg >= calls.leg AND calls.status = 'live'",
+                        (call_id, provider_call_id, leg, turn, data, time.time()),
+                    )
+                    written = cursor.rowcount == 1
+                    if written:
+                        # A whole state replaces every item; changes replace what lies past ``base``.
+                        self._db.execute("DELETE FROM call_items WHERE call_id = ? AND seq >= ?",
+                                         (call_id, 0 if items is None else base))
+                        self._db.executemany(
+                            "INSERT INTO call_items (call_id, seq, part, item) VALUES (?, ?, ?, ?)",
+                            [(call_id, base + n, part, item) for n, (part, item) in enumerate(items or [])])
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                return written
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: save failed: {exc}") from None
 
@@ -132,18 +163,25 @@ class SQLiteCallStore(CallStore):
         try:
             with self._lock:
                 self._same_file()  # another process may have recreated the file: read the one at the path
-                row = self._db.execute(
-                    "SELECT call_id, provider_call_id, leg, turn, status, end_how, data, updated, lease_until, "
-                    "resume_key "
-                    f"FROM calls WHERE {where} = ? ORDER BY updated DESC LIMIT 1", (value,),
-                ).fetchone()
+                self._db.execute("BEGIN")  # the row and its items from one moment, whoever writes meanwhile
+                try:
+                    row = self._db.execute(
+                        "SELECT call_id, provider_call_id, leg, turn, status, end_how, data, updated, lease_until, "
+                        "resume_key "
+                        f"FROM calls WHERE {where} = ? ORDER BY updated DESC LIMIT 1", (value,),
+                    ).fetchone()
+                    items = () if row is None else tuple(self._db.execute(
+                        "SELECT part, item FROM call_items WHERE call_id = ? ORDER BY seq", (row[0],)))
+                finally:
+                    self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: read failed: {exc}") from None
         if row is None:
             return None
         try:
             return StoredCall(str(row[0]), row[1], int(row[2]), int(row[3]), "ended" if row[4] == "ended" else "live",
-                              str(row[5]), bytes(row[6]), float(row[7]), float(row[8]), str(row[9]))
+                              str(row[5]), bytes(row[6]), float(row[7]), float(row[8]), str(row[9]),
+                              tuple((str(part), bytes(item)) for part, item in items))
         except (TypeError, ValueError) as exc:
             raise UnreadableCall(f"sqlite store {self.path}: stored call {row[0]} unreadable: {exc}") from None
 

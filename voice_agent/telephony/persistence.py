@@ -17,7 +17,7 @@ from loguru import logger
 from voice_agent.core.effects import Effect
 from voice_agent.session import CallSession
 from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
-from voice_agent.store.codec import StateError, decode, encode, restore
+from voice_agent.store.codec import APPENDED, StateError, counts, decode, decode_changes, encode_changes, restore
 
 
 @dataclass
@@ -98,6 +98,9 @@ class CallPersistence:
     def __init__(self, store: CallStore) -> None:
         self.store = store
         self.stats = SaveStats()
+        # Per call: how many items of each growing part the store holds (a save appends only what is past them).
+        self._saved: dict[str, dict[str, int]] = {}
+        self._saving: dict[str, asyncio.Lock] = {}
 
     async def find(self, provider_call_id: str) -> StoredCall | UnreadableCall | None:
         """The stored call the provider's call id names (None when there is none or the store failed).
@@ -115,29 +118,42 @@ class CallPersistence:
             return None
 
     async def save(self, session: CallSession, *, leg: int, provider_call_id: str | None) -> bool:
-        """Writes the call's state now (encoded on the event loop: one consistent moment; written in a thread)."""
-        try:
-            data = encode(session)
-        except (TypeError, ValueError) as exc:  # a value in the lanes that is not plain data: a bug, not a crash
-            self.stats.failures += 1
-            logger.error("call {}: state not encodable, not saved (the call goes on): {}", session.call_id, exc)
-            return False
-        started = time.perf_counter()
-        try:
-            written = await asyncio.to_thread(self.store.save, session.call_id, data, turn=session.turn, leg=leg,
-                                              provider_call_id=provider_call_id)
-        except StoreError as exc:
-            self.stats.failures += 1
-            logger.error("call {}: state not saved (the call goes on): {}", session.call_id, exc)
-            return False
-        self.stats.total_secs += time.perf_counter() - started
-        self.stats.last_bytes = len(data)
-        if not written:
-            self.stats.refused += 1
-            logger.warning("call {}: state not saved: a later leg (another worker) owns the call now", session.call_id)
-            return False
-        self.stats.saves += 1
-        return True
+        """Writes what changed in the call's state since its last save: the bounded head and the items its growing
+        parts gained (encoded on the event loop, one consistent moment; written in a thread). A call's saves run
+        one at a time, in the order they were asked for."""
+        call_id = session.call_id
+        async with self._saving.setdefault(call_id, asyncio.Lock()):
+            saved = self._saved.get(call_id, {})
+            try:
+                head, items = encode_changes(session, saved)
+                now = counts(session)
+            except (TypeError, ValueError) as exc:  # a value in the lanes that is not plain data: a bug, not a crash
+                self.stats.failures += 1
+                logger.error("call {}: state not encodable, not saved (the call goes on): {}", call_id, exc)
+                return False
+            started = time.perf_counter()
+            try:
+                written = await asyncio.to_thread(partial(
+                    self.store.save_changes, call_id, head, items, base=sum(saved.values()), turn=session.turn,
+                    leg=leg, provider_call_id=provider_call_id))
+            except StoreError as exc:
+                self.stats.failures += 1
+                logger.error("call {}: state not saved (the call goes on): {}", call_id, exc)
+                return False
+            self.stats.total_secs += time.perf_counter() - started
+            self.stats.last_bytes = len(head) + sum(len(item) for _, item in items)
+            if not written:
+                self.stats.refused += 1
+                logger.warning("call {}: state not saved: a later leg (another worker) owns the call now", call_id)
+                return False
+            self._saved[call_id] = now
+            self.stats.saves += 1
+            return True
+
+    def forget(self, call_id: str) -> None:
+        """Drops what this worker knew of the call's saves (its leg here ended)."""
+        self._saved.pop(call_id, None)
+        self._saving.pop(call_id, None)
 
     async def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
                        resume_key: str, returning_key: str = "") -> bool | None:
@@ -187,12 +203,18 @@ class CallPersistence:
         if stored is None or not stored.data:  # no data: the leg was opened, the worker died before a save
             return self._fresh(session, "no stored state (expired or never written)")
         try:
-            left_open = restore(session, decode(stored.data, call_id=session.call_id))
+            if stored.items:
+                state = decode_changes(stored.data, stored.items, call_id=session.call_id)
+            else:
+                state = decode(stored.data, call_id=session.call_id)
+            left_open = restore(session, state)
         except StateError as exc:
             return self._fresh(session, str(exc))
         except Exception as exc:  # whatever a stored state does, the call starts (fresh) rather than fails
             logger.exception("call {}: restoring the stored state failed", session.call_id)
             return self._fresh(session, f"restore failed ({type(exc).__name__}: {exc})")
+        # The next save appends after the items stored (a state saved whole: it writes them all once).
+        self._saved[session.call_id] = {part: sum(1 for p, _ in stored.items if p == part) for part in APPENDED}
         logger.info("call {}: resumed at turn {} (leg {} saved it){}", session.call_id, stored.turn, stored.leg,
                     f"; {len(left_open)} open tool call(s) recorded as cancelled" if left_open else "")
         return Restored(turn=session.turn, left_open=left_open)
