@@ -176,3 +176,14 @@ def test_missing_default_file_means_built_in_defaults(tmp_path: Path, monkeypatc
 def test_broken_toml_is_one_line(tmp_path: Path) -> None:
     message = error_of(write(tmp_path, "[llm\nprovider = \n"))
     assert "is not valid TOML" in message
+
+
+def test_the_leg_lease_and_stream_silence_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voice_agent.settings import load_settings
+
+    monkeypatch.setenv("VOICE_AGENT_STORE__LEASE_SECS", "3")
+    monkeypatch.setenv("VOICE_AGENT_STORE__STREAM_SILENCE_SECS", "12")
+    store = load_settings().store
+    assert (store.lease_secs, store.stream_silence_secs) == (3.0, 12.0)
+    monkeypatch.setenv("VOICE_AGENT_STORE__LEASE_SECS", "0.1")
+    assert "store.lease_secs=" in error_of() and "VOICE_AGENT_STORE__LEASE_SECS" in error_of()

@@ -257,12 +257,18 @@ class StoreConfig(_Section):
         path: ``sqlite``: the database file; unset: ``$XDG_STATE_HOME/voice-agent/call-state.sqlite3``.
         url: ``redis``: ``redis://host:port/db``.
         retention_secs: A call's state is deleted this long after its last write.
+        lease_secs: How long a leg holds its call without renewing (renewed every third of it): a call whose
+            worker died may resume elsewhere this long after, at the latest.
+        stream_silence_secs: A stream that sends nothing for this long is taken for a half-open connection and
+            given up (resumable); providers send media every 20 ms.
     """
 
     backend: Literal["sqlite", "redis", "none"] = "sqlite"
     path: Path | None = None
     url: str | None = None
     retention_secs: float = Field(default=86400.0, gt=0.0)
+    lease_secs: float = Field(default=6.0, ge=1.0, le=300.0)
+    stream_silence_secs: float = Field(default=30.0, ge=2.0, le=3600.0)
 
     @field_validator("url")
     @classmethod

@@ -203,6 +203,7 @@ def _serve_worker(
         transcript_dir=transcripts, drain_timeout_secs=drain_timeout, knowledge=knowledge, hand_over=hand_over,
         transcript_retention_days=None if retention_days == 0 else retention_days,
         calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None, gc_young_threshold=gc_young_threshold,
+        leg_lease_secs=settings.store.lease_secs, stream_silence_secs=settings.store.stream_silence_secs,
     )
     try:
         config.validate()
