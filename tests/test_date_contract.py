@@ -414,3 +414,15 @@ def test_the_agents_question_is_read_apart_from_what_it_said_before(agent: str) 
 def test_work_as_a_job_binds_and_as_suiting_does_not(said: str, runs: bool) -> None:
     call = lane(("a", "Which day would you like the callback?"), ("c", said))
     assert (decide(call, d(12, 10)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said", [
+    "the harvest starts about the 14th and from then I'm flat out till Christmas",
+    "we go on the 14th and we're there till after New Year",
+])
+def test_a_stretch_kept_busy_starts_at_the_day_named_before_it(said: str) -> None:
+    # class: "till X" with a start named before it in the sentence; the days before that start are free
+    before = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Thursday the 10th of December"))
+    assert decide(before, d(12, 10)).action is DateAction.RUN
+    inside = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Wednesday the 16th of December"))
+    assert decide(inside, d(12, 16)).action is not DateAction.RUN

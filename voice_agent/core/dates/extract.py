@@ -707,6 +707,13 @@ def _purpose(sentence: str) -> str | None:
     return None
 
 
+_FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday|there)|after\sthat|and\sthen|then\son|there)\b")
+"""Words that start a stretch at the day just named: "from then I'm flat out till", "and I'm there till"."""
+_SETTING_OFF = re.compile(r"\b(?:go|goes|going|leave|leaves|leaving|fly|flies|flying|head|heading|set\soff|start"
+                          r"|starts|starting|begin|begins|beginning|off)\b")
+"""Words of setting off on the day named next: "I go on the 23rd", "it starts about the 14th"."""
+
+
 def _pair_ranges(norm: Normalised, exprs: list[_Expr], clause_of: Callable[[int], int]) -> list[_Expr]:
     """Joins "from E1 till E2" / "between E1 and E2" / "E1 to E2" into one span."""
     out: list[_Expr] = []
@@ -795,7 +802,16 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         reading = classify(local, norm.text[s_lo:s_hi], mode=mode, past=ctx.past(e.start), head=head)
         if reading.subject is DateSubject.TRIP and mode == "exclude":
             mode = "on"  # "I'm travelling to Rome on the 3rd": where they will be, not a day ruled out
-        for kind, start, end, weekday, blocked in _constraints(e, mode):
+        spans = _constraints(e, mode)
+        if mode in ("until_blocked", "after_strict") and prev is not None and prev.mode == "on" and (
+                prev.lo <= e.hi and _index_of(sentences, prev.start) == s_index):
+            # "starts about the 14th and from then I'm flat out till Christmas", "I go on the 23rd and I'm there
+            # till after New Year": the time kept busy runs from the day named before it, not from today.
+            between = norm.text[prev.end : e.start]
+            lead = norm.text[s_lo : prev.start]
+            if _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
+                spans = [(ConstraintKind.RANGE, prev.lo, e.hi, None, True)]
+        for kind, start, end, weekday, blocked in spans:
             item = DateConstraint(
                 kind=kind,
                 start=start,
