@@ -426,3 +426,14 @@ def test_a_stretch_kept_busy_starts_at_the_day_named_before_it(said: str) -> Non
     assert decide(before, d(12, 10)).action is DateAction.RUN
     inside = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Wednesday the 16th of December"))
     assert decide(inside, d(12, 16)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, free_from", [
+    ("we're lambing from the 30th, out in the fields dawn to dusk", False),
+    ("I'm decorating the whole house from Monday the 30th", False),
+    ("I'm available from the 30th", True),
+])
+def test_doing_something_from_a_day_is_busy_from_it_being_back_is_free(said: str, free_from: bool) -> None:
+    # class: "from X" after the caller's activity ("we're shearing from the 30th") is the start of a busy stretch
+    call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 27th of November"))
+    assert (decide(call, d(11, 27)).action is DateAction.RUN) is not free_from

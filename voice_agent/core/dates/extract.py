@@ -617,7 +617,12 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
     if word in ("no later than", "by", "within"):
         return "until"
     # from / starting / as of / since
-    return "day_before" if negated or blocked else "earliest"
+    if negated or blocked:
+        return "day_before"
+    if (_ACTIVITY.search(near) and _UNTIL_MINE.search(near) and not _UNTIL_OFFERED.search(near)
+            and not _RETURNING.search(near)):
+        return "day_before"  # "we're shearing from the 30th": kept busy from then on, not free from then
+    return "earliest"
 
 
 def _constraints(expr: _Expr, mode: str) -> list[tuple[ConstraintKind, date | None, date | None, int | None, bool]]:
@@ -706,6 +711,12 @@ def _purpose(sentence: str) -> str | None:
             return name
     return None
 
+
+_ACTIVITY = re.compile(
+    r"\b(?!(?:start|begin|call|ring|phon|morn|even|noth|anyth|someth|everyth|dur|be|br|th|k|s)ing\b)[a-z]{2,}ing\b")
+"""A verb of doing something ("shearing", "decorating"), not a cue or a noun ("starting", "morning", "nothing")."""
+_RETURNING = re.compile(r"\b(?:back|home|return\w*|free|around|about|off)\b")
+"""Being back or free from a day on ("I'm back from the 30th"): that day opens the window."""
 
 _FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday|there)|after\sthat|and\sthen|then\son|there)\b")
 """Words that start a stretch at the day just named: "from then I'm flat out till", "and I'm there till"."""
