@@ -437,3 +437,13 @@ def test_doing_something_from_a_day_is_busy_from_it_being_back_is_free(said: str
     # class: "from X" after the caller's activity ("we're shearing from the 30th") is the start of a busy stretch
     call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 27th of November"))
     assert (decide(call, d(11, 27)).action is DateAction.RUN) is not free_from
+
+
+@pytest.mark.parametrize("said", [
+    "I'm on nights every weekday before the 1st",
+    "on placement till the 30th so phones are in lockers",
+])
+def test_a_duty_before_or_until_a_day_is_busy_then_free_after(said: str) -> None:
+    # class: "on twelves / on nights / on placement" with a limit: the days of the duty are out, not the window
+    after = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 4th of December"))
+    assert decide(after, d(12, 4)).action is DateAction.RUN

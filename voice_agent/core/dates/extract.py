@@ -142,7 +142,9 @@ _BLOCKED = re.compile(
     r"|fully\sbooked|overseas|out\sof\s(?:town|the\scountry|office|the\soffice)|on\sleave|on\sbusiness"
     r"|working|at\swork|in\ssurgery|stuck|not\s(?:around|available|free|home|back|in)|unreachable|no\ssignal"
     r"|off\s(?:the\s)?grid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
-    r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout)\b"
+    r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout"
+    # duties that fill the days: "on twelves", "on nights", "on placement", "on the wards"
+    r"|on\s(?:nights|days|earlies|lates|twelves|shifts?|call|placement|the\swards|a\scourse|rota)|placement|shifts)\b"
 )
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
