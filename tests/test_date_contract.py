@@ -447,3 +447,11 @@ def test_a_duty_before_or_until_a_day_is_busy_then_free_after(said: str) -> None
     # class: "on twelves / on nights / on placement" with a limit: the days of the duty are out, not the window
     after = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 4th of December"))
     assert decide(after, d(12, 4)).action is DateAction.RUN
+
+
+def test_a_span_joined_by_right_through_to_is_one_span_and_booked_means_busy() -> None:
+    said = "the market stall's booked from Friday the 4th right through to the 13th, every single day"
+    before = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Tuesday the 1st of December"))
+    assert decide(before, d(12, 1)).action is DateAction.RUN
+    inside = lane(("c", said), ("a", "How about Wednesday the 9th of December?"), ("c", "hmm maybe"))
+    assert decide(inside, d(12, 9)).action is DateAction.REFUSE

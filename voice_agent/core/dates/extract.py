@@ -144,7 +144,8 @@ _BLOCKED = re.compile(
     r"|off\s(?:the\s)?grid|asleep|in\shospital|recovering|can't\stake\scalls|cannot\stake\scalls"
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout"
     # duties that fill the days: "on twelves", "on nights", "on placement", "on the wards"
-    r"|on\s(?:nights|days|earlies|lates|twelves|shifts?|call|placement|the\swards|a\scourse|rota)|placement|shifts)\b"
+    r"|on\s(?:nights|days|earlies|lates|twelves|shifts?|call|placement|the\swards|a\scourse|rota)|placement|shifts"
+    r"|booked\s(?:from|solid|every|all|through)|(?:i'm|i\sam|we're|we\sare|stall's|diary's|week's)\sbooked)\b"
 )
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
@@ -160,7 +161,9 @@ _HINT = CaseFree(
     r"|halloween|bonfire|fawkes"
 )
 _YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
-_RANGE_LINK = re.compile(rf"^(?:{_TO}|up\sto|and)$")
+_RANGE_LINK = re.compile(
+    rf"^(?:(?:right|straight|all\sthe\sway)\s)?(?:{_TO}|up\sto|through\sto|through\still|up\still|up\suntil)$|^and$")
+"""What joins two days into one span: "to", "till", "through", "right through to", "all the way to", "and"."""
 
 # --- Sentence-level cues (on the original text, lower-cased) ---------------------------------------------------------
 
