@@ -557,7 +557,7 @@ _INTERJECTION = re.compile(r"^(?:(?:no|nope|sorry|oh|er|erm|um|uh|wait)\s)+(?:it
 _LIMIT_CUES = frozenset(("until", "till", "til", "before", "after", "from", "since", "by", "through", "thru"))
 
 
-def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = "") -> str:
+def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = "", sentence_post: str = "") -> str:
     """What the cue words around one expression make of it.
 
     ``followed``: another date comes later in the clause, so "and before" after this one
@@ -622,7 +622,8 @@ def _mode(pre: str, post: str, *, followed: bool = False, sentence_pre: str = ""
     if word in ("no later than", "by", "within"):
         return "until"
     # from / starting / as of / since
-    if negated or blocked:
+    if negated or blocked or _UNREACHABLE.search(sentence_post):
+        # "from the 12th it's the Christmas rush, I am not picking up a phone": busy from then on
         return "day_before"
     if (_ACTIVITY.search(near) and _UNTIL_MINE.search(near) and not _UNTIL_OFFERED.search(near)
             and not _RETURNING.search(near)):
@@ -717,6 +718,12 @@ def _purpose(sentence: str) -> str | None:
     return None
 
 
+_UNREACHABLE = re.compile(
+    r"\b(?:not|never|won't|can't|cannot|no)\s(?:be\s)?(?:picking\sup|pick\sup|answering|answer|taking\scalls|take\scalls"
+    r"|reachable|contactable|near\sa\sphone|on\sthe\sphone)|\bphone(?:'s|\sis|\swill\sbe)\s(?:off|in\sa\slocker)"
+    r"|\bno\s(?:phone|signal|calls)\b"
+)
+"""The caller saying they cannot be reached, anywhere in the sentence: "I am not picking up a phone"."""
 _ACTIVITY = re.compile(
     r"\b(?!(?:start|begin|call|ring|phon|morn|even|noth|anyth|someth|everyth|dur|be|br|th|k|s)ing\b)[a-z]{2,}ing\b")
 """A verb of doing something ("shearing", "decorating"), not a cue or a noun ("starting", "morning", "nothing")."""
@@ -797,7 +804,9 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             mode = "on"  # "no no the fifteenth": a correction to that day, not a day ruled out
         else:
             s_from = _segment(norm, sentences, _index_of(sentences, e.start))[0]
-            mode = _mode(pre, post, followed=bool(nxt), sentence_pre=norm.text[s_from : e.start].strip())
+            s_to = _segment(norm, sentences, _index_of(sentences, e.start))[1]
+            mode = _mode(pre, post, followed=bool(nxt), sentence_pre=norm.text[s_from : e.start].strip(),
+                         sentence_post=norm.text[e.end : s_to])
             if e.explicit_range and mode != "exclude":
                 # "unreachable from the 1st to the 5th": a span they are away is ruled out, not offered.
                 if _BEYOND.search(post):  # "from the 3rd to the 9th, I'm away either side": the span is free
