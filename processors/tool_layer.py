@@ -20,6 +20,7 @@ from pipecat.frames.frames import (
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from voice_agent.core.llm_recovery import RecoveryLines
+from voice_agent.domains.base import ToolError
 from voice_agent.session import CallSession, ToolAdmission
 
 FunctionHandler = Callable[[FunctionCallParams], Awaitable[None]]
@@ -103,7 +104,8 @@ async def _run_own(
     except Exception as exc:  # as for the domain's tools: the model hears the failure, the call goes on
         if answered:
             raise
-        await session.settle_effect(name, admission, None, failed=True)
+        if isinstance(exc, ToolError):  # refused: nothing done (anything else may have gone through)
+            await session.settle_effect(name, admission, None, failed=True)
         await params.result_callback(session.tool_failed(name, call_id, exc))
 
 

@@ -455,3 +455,13 @@ def test_a_span_joined_by_right_through_to_is_one_span_and_booked_means_busy() -
     assert decide(before, d(12, 1)).action is DateAction.RUN
     inside = lane(("c", said), ("a", "How about Wednesday the 9th of December?"), ("c", "hmm maybe"))
     assert decide(inside, d(12, 9)).action is DateAction.REFUSE
+
+
+def test_a_day_off_before_a_stay_does_not_start_the_stay() -> None:
+    # "off" is a day off, not setting off: the stay in hospital still runs from today
+    call = lane(("c", "I'm off on the 20th and I'm in hospital till the 30th"),
+                ("a", "Would Thursday the 19th of November suit?"), ("c", "yes"))
+    assert decide(call, d(11, 19)).action is not DateAction.RUN
+    after = lane(("c", "it's my last shift on Friday the 20th, and after that I'm away till the 30th"),
+                 ("a", "Would Saturday the 21st of November suit?"), ("c", "yes"))
+    assert decide(after, d(11, 21)).action is not DateAction.RUN

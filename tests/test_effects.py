@@ -122,3 +122,86 @@ async def test_a_store_that_fails_lets_the_call_go_on(tmp_path: Path) -> None:
     session.effects = StoreEffectLog(BrokenStore(), CALL, 1)
     made = await session.execute_tool("issue_credit", "c3", CREDIT)
     assert made.get("credit_id") and len(credits(session)) == 1  # run unchecked (at least once), logged
+
+
+def test_arguments_are_compared_as_values_not_spellings() -> None:
+    from voice_agent.domains.billing.tools import ISSUE_CREDIT
+
+    key = effect_key(CALL, "issue_credit", CREDIT, ISSUE_CREDIT)
+    for spelled in ({**CREDIT, "amount": 19.99}, {**CREDIT, "amount": "19.990"}, {**CREDIT, "order_id": None},
+                    {**CREDIT, "invoice_id": " INV-2026-1018 "}):
+        assert effect_key(CALL, "issue_credit", spelled, ISSUE_CREDIT) == key, spelled
+    assert effect_key(CALL, "issue_credit", {**CREDIT, "amount": "19.98"}, ISSUE_CREDIT) != key
+
+
+class SlowLog(MemoryEffectLog):
+    """An effect log whose writes wait for a signal each (a store far away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import asyncio
+
+        self.begin_go, self.finish_go = asyncio.Event(), asyncio.Event()
+
+    async def begin(self, key: str, tool: str) -> Effect | None:
+        await self.begin_go.wait()
+        return await super().begin(key, tool)
+
+    async def finish(self, key: str, tool: str, result: Any) -> None:
+        await self.finish_go.wait()
+        await super().finish(key, tool, result)
+
+
+async def test_a_barge_in_before_the_credit_ran_leaves_it_free_to_run() -> None:
+    import asyncio
+
+    session, _ = await leg_one()
+    log = SlowLog()
+    log.finish_go.set()
+    session.effects = log
+    attempt = asyncio.ensure_future(session.execute_tool("issue_credit", "c3", CREDIT))
+    await asyncio.sleep(0.05)
+    attempt.cancel()  # the caller spoke while the store was being asked
+    log.begin_go.set()
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+    for _ in range(50):
+        if not log.effects:
+            break
+        await asyncio.sleep(0.01)
+    assert log.effects == {} and credits(session) == []  # given back: it never ran
+    made = await session.execute_tool("issue_credit", "c4", CREDIT)
+    assert made.get("credit_id") and len(credits(session)) == 1
+
+
+async def test_a_credit_that_ran_is_recorded_even_when_the_turn_is_cancelled_meanwhile() -> None:
+    import asyncio
+
+    session, _ = await leg_one()
+    log = SlowLog()
+    session.effects = log
+    log.begin_go.set()
+    attempt = asyncio.ensure_future(session.execute_tool("issue_credit", "c3", CREDIT))
+    await asyncio.sleep(0.05)  # the credit ran; its result waits to be recorded
+    assert len(credits(session)) == 1
+    attempt.cancel()  # the caller spoke
+    log.finish_go.set()
+    await asyncio.gather(attempt, return_exceptions=True)
+    await asyncio.sleep(0.05)
+    key = effect_key(CALL, "issue_credit", CREDIT, session.domain.tool("issue_credit"))
+    assert log.effects[key].state == "done"  # recorded all the same: the next leg will not run it again
+
+
+async def test_a_credit_that_failed_without_a_refusal_is_never_run_blind_again() -> None:
+    session, _ = await leg_one()
+    session.effects = MemoryEffectLog()
+    backend = session.domain.extra["backend"]
+
+    async def applied_then_timed_out(arguments: dict[str, Any], state: Any) -> dict[str, Any]:
+        await backend.issue_credit(arguments, state)
+        raise TimeoutError("the billing system did not answer in time")
+
+    session.domain.handlers["issue_credit"] = applied_then_timed_out
+    assert (await session.execute_tool("issue_credit", "c3", CREDIT))["status"] == "error"
+    again = await session.execute_tool("issue_credit", "c4", CREDIT)
+    assert again["status"] == "unknown" and len(backend.credits) == 1  # may have gone through: not run again

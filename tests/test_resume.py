@@ -231,3 +231,15 @@ async def test_a_resumed_call_answers_the_line_the_dead_leg_never_answered(tmp_p
     # The promise is kept: the account the caller gave on the dead leg is looked up and answered before they speak.
     assert any(line.startswith("TOOL_CALL lookup_account") and "ACC-4729-18" in line for line in answer), said
     assert any(line.startswith("AGENT: ") for line in answer), said
+
+
+async def test_a_line_two_legs_never_answered_is_still_unanswered() -> None:
+    from voice_agent.core.resume import unanswered
+
+    session = build_call(SETTINGS, "call-8-abcdef").session
+    await session.begin_turn("My account is ACC-4729-18.")
+    assert unanswered(session.state)
+    session.record_agent(resume_line(session.state, {}))  # leg 2's apology, then leg 2 died too
+    assert unanswered(session.state)
+    session.record_agent("Thanks, I've found your account.")
+    assert not unanswered(session.state)

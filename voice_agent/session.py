@@ -5,6 +5,7 @@ Framework-agnostic: the pipecat processors call into a session; so do the tests.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -403,9 +404,14 @@ class CallSession:
 
     async def _begin_effect(self, name: str, call_id: str, admission: ToolAdmission) -> ToolAdmission:
         """Takes the effect key of an admitted mutating call, or answers with what an earlier attempt left."""
-        key = effect_key(self.call_id, name, admission.arguments)
+        key = effect_key(self.call_id, name, admission.arguments, self.domain.tool(name))
+        begun = asyncio.ensure_future(self.effects.begin(key, name))
         try:
-            prior = await self.effects.begin(key, name)
+            prior = await asyncio.shield(begun)
+        except asyncio.CancelledError:
+            # Cancelled (a barge-in) before the tool ran: the key this attempt took is given back once taken.
+            begun.add_done_callback(lambda done: self._give_back(done, key))
+            raise
         except Exception as exc:  # an effect log that fails must not stop the call: the tool runs (at least once)
             logger.error("call {}: effect log failed, {} runs unchecked: {}", self.call_id, name, exc)
             return admission
@@ -426,15 +432,29 @@ class CallSession:
                      self.call_id, name, prior.leg)
         return dataclasses.replace(admission, refusal=result)
 
+    def _give_back(self, begun: asyncio.Future[Any], key: str) -> None:
+        if begun.cancelled() or begun.exception() is not None or begun.result() is not None:
+            return  # nothing was taken by this attempt
+        task = asyncio.ensure_future(self.effects.drop(key))
+
+        def dropped(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                logger.error("call {}: effect log failed to give back a cancelled call: {}", self.call_id,
+                             done.exception())
+
+        task.add_done_callback(dropped)
+
     async def settle_effect(self, name: str, admission: ToolAdmission, result: Any, *, failed: bool = False) -> None:
-        """Records the result of an admitted mutating call in the effect log (a failed one is forgotten)."""
+        """Records the result of an admitted mutating call in the effect log; ``failed``: the backend refused it
+        (a :class:`~voice_agent.domains.base.ToolError`, nothing done), so it is forgotten and may be asked again.
+        Recorded even when the turn is cancelled meanwhile: what ran must not be run again."""
         if admission.effect is None:
             return
+        write = self.effects.drop(admission.effect) if failed else self.effects.finish(admission.effect, name, result)
         try:
-            if failed:
-                await self.effects.drop(admission.effect)
-            else:
-                await self.effects.finish(admission.effect, name, result)
+            await asyncio.shield(asyncio.ensure_future(write))
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             logger.error("call {}: effect log failed to record a result: {}", self.call_id, exc)
 
@@ -473,6 +493,7 @@ class CallSession:
             return admission.refusal
         handler = self.domain.handlers.get(name)
         if handler is None:
+            await self.settle_effect(name, admission, None, failed=True)
             result: dict[str, Any] = {"status": "error", "error": f"The tool {name} is not available."}
             self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result,
                                                      ToolOutcome.FAILED)
@@ -480,7 +501,8 @@ class CallSession:
         try:
             result = await handler(admission.arguments, self.state)
         except Exception as exc:
-            await self.settle_effect(name, admission, None, failed=True)
+            if isinstance(exc, ToolError):  # refused: nothing done (anything else may have gone through)
+                await self.settle_effect(name, admission, None, failed=True)
             return self.tool_failed(name, call_id, exc)
         self.tool_returned(name, call_id, admission, result)
         await self.settle_effect(name, admission, result)

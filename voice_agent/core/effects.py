@@ -10,7 +10,9 @@ same on every leg. Before it runs, the call's **effect log** is asked to begin i
 - begun on a leg that died before the result: the outcome cannot be known here, so it is not run again
   and the model is told so (the caller hears that it may already be done, never a second credit).
 
-A call that failed (the backend refused it) is dropped from the log: asking again may legitimately work.
+A call the backend refused (``ToolError``: it did nothing) is dropped from the log, so asking again may
+work; a call that failed otherwise (a timeout, a crash, a barge-in while it ran) stays begun: it may have
+gone through, so it is not run again blind. A call cancelled before it ran is dropped.
 The log lives where the call's state lives (the call store) so every worker of the fleet sees it; without
 a store, in memory for the call.
 """
@@ -23,13 +25,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from voice_agent.core.tool_spec import ToolSpec
+
 EffectState = Literal["begun", "done"]
 
 
-def effect_key(call_id: str, tool: str, arguments: Mapping[str, Any]) -> str:
-    """The idempotency key of a mutating call: the same call, tool and arguments give the same key on every leg."""
-    canonical = json.dumps([call_id, tool, dict(arguments)], sort_keys=True, separators=(",", ":"), default=str)
+def effect_key(call_id: str, tool: str, arguments: Mapping[str, Any], spec: ToolSpec | None = None) -> str:
+    """The idempotency key of a mutating call: the same call, tool and arguments give the same key on every leg.
+
+    Arguments are compared as values, not spellings, so a model that says it another way on the next leg does
+    not run it again: an absent or empty argument is left out, a number (a ``number`` parameter, or a number
+    given) is its value ("19.99", 19.99 and "19.990" alike), text is compared without case, spacing or
+    punctuation at its ends.
+    """
+    types = {p.name: p.type for p in spec.params} if spec is not None else {}
+    canonical = json.dumps([call_id, tool, {name: _value(value, types.get(name)) for name, value in arguments.items()
+                                            if value is not None and value != ""}],
+                           sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def _value(value: Any, json_type: str | None) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) or json_type in ("number", "integer"):
+        try:
+            return format(float(value), ".10g")
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, str):
+        return " ".join(value.strip(" \t\n.,;:!?").split()).casefold()
+    return value
 
 
 @dataclass(frozen=True)

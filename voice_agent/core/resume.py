@@ -26,6 +26,10 @@ def resume_topic(state: CallState, topics: Mapping[str, str]) -> str:
     return DEFAULT_TOPIC
 
 
+CUT_OFF = "Sorry, we got cut off"
+"""How every line a resumed leg opens with begins (see :func:`resume_line`)."""
+
+
 def unanswered(state: CallState) -> bool:
     """Whether the caller's last line got no complete answer: the call was cut before the agent finished it.
 
@@ -36,7 +40,9 @@ def unanswered(state: CallState) -> bool:
     entries = state.transcript.in_turns(state.turn, state.turn) if state.turn else []
     if not any(e.kind is EntryKind.CALLER for e in entries):
         return False
-    return not any(e.kind is EntryKind.AGENT and not e.interrupted for e in entries)
+    # A resumed leg's apology is not an answer: a leg that died before answering leaves the line unanswered still.
+    return not any(e.kind is EntryKind.AGENT and not e.interrupted and not e.text.startswith(CUT_OFF)
+                   for e in entries)
 
 
 def resume_line(state: CallState, topics: Mapping[str, str]) -> str:

@@ -203,10 +203,9 @@ class CallPersistence:
         if stored is None or not stored.data:  # no data: the leg was opened, the worker died before a save
             return self._fresh(session, "no stored state (expired or never written)")
         try:
-            if stored.items:
+            state = decode(stored.data, call_id=session.call_id)
+            if "transcript" not in state:  # a head: saves of changes wrote it (its items may be none yet)
                 state = decode_changes(stored.data, stored.items, call_id=session.call_id)
-            else:
-                state = decode(stored.data, call_id=session.call_id)
             left_open = restore(session, state)
         except StateError as exc:
             return self._fresh(session, str(exc))

@@ -730,10 +730,12 @@ _ACTIVITY = re.compile(
 _RETURNING = re.compile(r"\b(?:back|home|return\w*|free|around|about|off)\b")
 """Being back or free from a day on ("I'm back from the 30th"): that day opens the window."""
 
-_FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday|there)|after\sthat|and\sthen|then\son|there)\b")
-"""Words that start a stretch at the day just named: "from then I'm flat out till", "and I'm there till"."""
+_FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday)|then\son)\b")
+"""Words that start a stretch at the day just named: "from then I'm flat out till"."""
+_AFTER_THEN = re.compile(r"\b(?:after\sthat|and\sthen|afterwards)\b")
+"""Words that start a stretch the day after the one just named: "the 20th, and after that I'm away till"."""
 _SETTING_OFF = re.compile(r"\b(?:go|goes|going|leave|leaves|leaving|fly|flies|flying|head|heading|set\soff|start"
-                          r"|starts|starting|begin|begins|beginning|off)\b")
+                          r"|starts|starting|begin|begins|beginning)\b")
 """Words of setting off on the day named next: "I go on the 23rd", "it starts about the 14th"."""
 
 
@@ -834,7 +836,9 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             # till after New Year": the time kept busy runs from the day named before it, not from today.
             between = norm.text[prev.end : e.start]
             lead = norm.text[s_lo : prev.start]
-            if _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
+            if _AFTER_THEN.search(between):  # "... Friday the 20th, and after that I'm away till": the day after
+                spans = [(ConstraintKind.RANGE, prev.hi + timedelta(days=1), e.hi, None, True)]
+            elif _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
                 spans = [(ConstraintKind.RANGE, prev.lo, e.hi, None, True)]
         for kind, start, end, weekday, blocked in spans:
             item = DateConstraint(

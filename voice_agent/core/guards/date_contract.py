@@ -302,7 +302,9 @@ def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     # The question is the sentence that ends in "?": "nothing's taken until it's corrected. When would you like
     # the callback?" asks for a day.
-    asked = [q for q in re.findall(r"[^.!?]*\?", agent) if q.strip()]
+    if "?" not in agent:
+        return False
+    asked = [q for q in re.split(r"(?<=[.!?])\s+", agent) if q.rstrip().endswith("?")]  # linear, whatever the length
     # "call you back" asks about the call, not where the caller will be ("when are you back?")
     n = re.sub(r"\b(?:call|ring|phone|get)\s(?:you\s|me\s)?back\b", "call", signals.norm(" ".join(asked)))
     if not asked or any(p.search(n) for p in (signals.NEGATION, signals.UNAVAILABLE, signals.PAST,
