@@ -463,9 +463,38 @@ async def test_a_call_saved_change_by_change_resumes_as_it_was(store: CallStore)
 def test_a_stored_item_that_does_not_parse_starts_the_call_fresh(store: CallStore) -> None:
     from voice_agent.telephony.persistence import CallPersistence
 
+    from voice_agent.store.codec import encode_changes
+
     call = "call-1-abc"
-    head = encode(new_call().session)
+    head, _ = encode_changes(new_call().session, {})
     assert store.save_changes(call, head, [("transcript", b"{not json")], base=0, turn=0, leg=1,
                               provider_call_id="CA1")
     restored = CallPersistence(store).restore(new_call().session)
     assert restored.problem is not None and "transcript item is not valid JSON" in restored.problem
+
+
+async def test_a_store_that_lost_the_saved_items_gets_the_whole_call_again(store: CallStore) -> None:
+    from voice_agent.store.base import ItemsOutOfStep
+    from voice_agent.telephony.persistence import CallPersistence
+
+    persistence = CallPersistence(store)
+    first = await played(8)
+    assert await persistence.save(first.session, leg=1, provider_call_id="CA1")
+    # The items are gone (a file replaced, a key evicted): here, a whole state of turn 0 written over them.
+    assert store.save(first.session.call_id, encode(new_call().session), turn=0, leg=1, provider_call_id="CA1")
+    with pytest.raises(ItemsOutOfStep):
+        store.save_changes(first.session.call_id, b"{}", [], base=5, turn=8, leg=1, provider_call_id="CA1")
+    await run_text_call(first.session, first.llm, LINES[8:10])
+    assert await persistence.save(first.session, leg=1, provider_call_id="CA1")
+    second = new_call()
+    assert persistence.restore(second.session).problem is None
+    assert [e.render() for e in second.session.state.transcript] == [e.render() for e in first.session.state.transcript]
+
+
+async def test_a_call_saved_before_its_first_turn_resumes(store: CallStore) -> None:
+    from voice_agent.telephony.persistence import CallPersistence
+
+    persistence = CallPersistence(store)
+    assert await persistence.save(new_call().session, leg=1, provider_call_id="CA1")  # the leg died at once
+    restored = persistence.restore(new_call().session)
+    assert restored.problem is None and restored.turn == 0

@@ -35,6 +35,11 @@ class StoreError(RuntimeError):
     """The store cannot be reached or written (one line: what and why)."""
 
 
+class ItemsOutOfStep(StoreError):
+    """A save of changes whose base is past the items the store holds (they were lost or replaced): save again
+    from no base, with every item."""
+
+
 class UnreadableCall(StoreError):
     """A stored call whose fields do not parse (a corrupted row or hash): the call starts fresh."""
 
@@ -97,6 +102,8 @@ class CallStore(ABC):
         reported failed) are replaced, so a save may be retried. :meth:`save` (a whole state) clears the items.
 
         Raises:
+            ItemsOutOfStep: The store holds fewer than ``base`` items (a file replaced, a key lost, a whole save
+                between): nothing written.
             StoreError: The store failed.
         """
 

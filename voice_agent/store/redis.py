@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from voice_agent.store.base import CallStatus, CallStore, StoredCall, StoreError, UnreadableCall
+from voice_agent.store.base import CallStatus, CallStore, ItemsOutOfStep, StoredCall, StoreError, UnreadableCall
 
 PREFIX = "va:"
 
@@ -72,6 +72,7 @@ _SAVE = """
 local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
 local status = redis.call('HGET', KEYS[1], 'status')
 if tonumber(ARGV[2]) < leg or status == 'ended' then return 0 end
+if tonumber(ARGV[8]) > 0 and redis.call('LLEN', KEYS[3]) < tonumber(ARGV[8]) then return -1 end
 redis.call('HSET', KEYS[1], 'data', ARGV[1], 'leg', ARGV[2], 'turn', ARGV[3], 'pcid', ARGV[4],
            'updated', ARGV[5], 'status', 'live')
 redis.call('EXPIRE', KEYS[1], ARGV[6])
@@ -129,6 +130,8 @@ class RedisCallStore(CallStore):
                                                call_id, base, *packed])
         except redis.RedisError as exc:
             raise StoreError(f"redis store {self.url}: save failed: {exc}") from None
+        if done == -1:
+            raise ItemsOutOfStep(f"redis store {self.url}: call {call_id} holds fewer items than {base}")
         return bool(done)
 
     def load(self, call_id: str) -> StoredCall | None:

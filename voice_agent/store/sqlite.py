@@ -17,7 +17,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
+from voice_agent.store.base import CallStore, ItemsOutOfStep, StoredCall, StoreError, UnreadableCall
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -135,6 +135,12 @@ class SQLiteCallStore(CallStore):
                 self._same_file()
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
+                    if items is not None and base > 0:
+                        held = self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM call_items WHERE call_id = ?",
+                                                (call_id,)).fetchone()[0]
+                        if held < base:
+                            raise ItemsOutOfStep(f"sqlite store {self.path}: call {call_id} holds {held} items, "
+                                                 f"the save appends after {base}")
                     cursor = self._db.execute(
                         "INSERT INTO calls (call_id, provider_call_id, leg, turn, status, data, updated) "
                         "VALUES (?, ?, ?, ?, 'live', ?, ?) "

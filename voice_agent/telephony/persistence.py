@@ -16,7 +16,7 @@ from loguru import logger
 
 from voice_agent.core.effects import Effect
 from voice_agent.session import CallSession
-from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
+from voice_agent.store.base import CallStore, ItemsOutOfStep, StoredCall, StoreError, UnreadableCall
 from voice_agent.store.codec import APPENDED, StateError, counts, decode, decode_changes, encode_changes, restore
 
 
@@ -133,9 +133,17 @@ class CallPersistence:
                 return False
             started = time.perf_counter()
             try:
-                written = await asyncio.to_thread(partial(
-                    self.store.save_changes, call_id, head, items, base=sum(saved.values()), turn=session.turn,
-                    leg=leg, provider_call_id=provider_call_id))
+                try:
+                    written = await asyncio.to_thread(partial(
+                        self.store.save_changes, call_id, head, items, base=sum(saved.values()), turn=session.turn,
+                        leg=leg, provider_call_id=provider_call_id))
+                except ItemsOutOfStep as exc:
+                    # The store lost what this worker had saved (a file replaced, a key gone): write it all again.
+                    logger.error("call {}: {}; saving the whole call again", call_id, exc)
+                    head, items = encode_changes(session, {})
+                    written = await asyncio.to_thread(partial(
+                        self.store.save_changes, call_id, head, items, base=0, turn=session.turn, leg=leg,
+                        provider_call_id=provider_call_id))
             except StoreError as exc:
                 self.stats.failures += 1
                 logger.error("call {}: state not saved (the call goes on): {}", call_id, exc)
