@@ -461,9 +461,8 @@ async def test_a_call_saved_change_by_change_resumes_as_it_was(store: CallStore)
 
 
 def test_a_stored_item_that_does_not_parse_starts_the_call_fresh(store: CallStore) -> None:
-    from voice_agent.telephony.persistence import CallPersistence
-
     from voice_agent.store.codec import encode_changes
+    from voice_agent.telephony.persistence import CallPersistence
 
     call = "call-1-abc"
     head, _ = encode_changes(new_call().session, {})
