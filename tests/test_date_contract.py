@@ -465,3 +465,13 @@ def test_a_day_off_before_a_stay_does_not_start_the_stay() -> None:
     after = lane(("c", "it's my last shift on Friday the 20th, and after that I'm away till the 30th"),
                  ("a", "Would Saturday the 21st of November suit?"), ("c", "yes"))
     assert decide(after, d(11, 21)).action is not DateAction.RUN
+
+
+def test_a_recogniser_loop_is_read_at_both_ends_in_bounded_work() -> None:
+    from voice_agent.core.dates.extract import MAX_EXPRESSIONS, extract_constraints
+
+    looping = "the 9th " * (MAX_EXPRESSIONS * 4) + "but not the 20th, I'm in hospital"
+    found = extract_constraints(looping, TODAY)
+    assert any(c.blocked and c.start == d(11, 20) for c in found)  # the last words still count
+    call = lane(("c", looping), ("a", "How about Friday the 20th of November?"), ("c", "yes"))
+    assert decide(call, d(11, 20)).action is not DateAction.RUN

@@ -10,6 +10,7 @@ expression to decide what the caller meant by it.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -686,7 +687,7 @@ def _boundaries(norm: Normalised) -> tuple[list[int], list[int]]:
 
 
 def _index_of(breaks: list[int], pos: int) -> int:
-    return sum(1 for b in breaks if b < pos)
+    return bisect.bisect_left(breaks, pos)  # breaks are in text order
 
 
 def _segment(norm: Normalised, breaks: list[int], index: int) -> tuple[int, int]:
@@ -729,6 +730,9 @@ _ACTIVITY = re.compile(
 """A verb of doing something ("shearing", "decorating"), not a cue or a noun ("starting", "morning", "nothing")."""
 _RETURNING = re.compile(r"\b(?:back|home|return\w*|free|around|about|off)\b")
 """Being back or free from a day on ("I'm back from the 30th"): that day opens the window."""
+
+MAX_EXPRESSIONS = 48
+"""Most dates read from one utterance (the first and the last half of them)."""
 
 _FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday)|then\son)\b")
 """Words that start a stretch at the day just named: "from then I'm flat out till"."""
@@ -775,6 +779,11 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
     past = frozenset(i for i in range(len(clauses) + 1) if _PAST.search(norm.text[slice(*_segment(norm, clauses, i))]))
     ctx = _Context(norm, reference, clause_of, past)
     exprs = _pair_ranges(norm, _find_expressions(ctx), clause_of)
+    if len(exprs) > MAX_EXPRESSIONS:
+        # A recogniser looping on "the 9th the 9th ..." would cost seconds on the event loop that every call of the
+        # worker shares: the first and the last dates are read (no caller names this many in one breath).
+        half = MAX_EXPRESSIONS // 2
+        exprs = exprs[:half] + exprs[-half:]
 
     # An unqualified weekday in a sentence that names a week is that week's weekday ("next week except Wednesday").
     weeks = [e for e in exprs if e.week is not None]
@@ -787,11 +796,12 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
 
     out: list[DateConstraint] = []
     prev: _Expr | None = None
-    for e in exprs:
+    for n, e in enumerate(exprs):
         c_start, c_end = _segment(norm, clauses, clause_of(e.start))
         same_clause = prev is not None and clause_of(prev.start) == clause_of(e.start)
         pre_from = max(c_start, prev.end) if prev is not None and same_clause else c_start
-        nxt = [x.start for x in exprs if x.start > e.start and clause_of(x.start) == clause_of(e.start)]
+        # The next date of the same clause (expressions are in text order).
+        nxt = [x.start for x in exprs[n + 1 : n + 2] if clause_of(x.start) == clause_of(e.start)]
         pre = norm.text[pre_from : e.start].strip()
         post = norm.text[e.end : min([c_end, *nxt])].strip()
         if e.explicit_range:
