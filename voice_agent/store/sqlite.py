@@ -102,7 +102,8 @@ class SQLiteCallStore(CallStore):
         """Reopens the store when its file was deleted or replaced under it (call under the lock).
 
         SQLite keeps writing into a deleted file without an error, and no other process would ever read
-        those saves; a new file at the path keeps the next saves (each holds the whole call) resumable.
+        those saves; a new file at the path keeps the next saves resumable (the first finds the call's items
+        missing, :class:`ItemsOutOfStep`, and its worker writes the whole call again).
         """
         try:
             stat = os.stat(self.path)
