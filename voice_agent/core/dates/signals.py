@@ -233,6 +233,12 @@ def has_time_word(text: str) -> bool:
 
 
 def doubts(text: str) -> list[str]:
+    """See :func:`_doubts` (cached: the contract reads every utterance again at each date-bearing action)."""
+    return list(_doubts(text))
+
+
+@lru_cache(maxsize=8192)
+def _doubts(text: str) -> tuple[str, ...]:
     """The classes of word in ``text`` that make a yes or a named day less than firm, in a fixed order.
 
     ``negation``, ``contrast``, ``hedge``, ``past``, ``limit`` (a day made into a span), ``absence``, ``state``
@@ -244,7 +250,7 @@ def doubts(text: str) -> list[str]:
                           ("limit", LIMIT_WORD), ("absence", UNAVAILABLE), ("state", STATE)):
         if pattern.search(n):
             found.append(name)
-    return found
+    return tuple(found)
 
 
 def could_bind(text: str) -> bool:
@@ -287,6 +293,12 @@ _CLAUSE = re.compile(
 
 
 def clauses(text: str) -> list[str]:
+    """See :func:`_clauses` (cached, as :func:`doubts`)."""
+    return list(_clauses(text))
+
+
+@lru_cache(maxsize=8192)
+def _clauses(text: str) -> tuple[str, ...]:
     """``text`` cut at punctuation and before "but", "so", "because"...: each piece says one thing about a day.
 
     A piece that names no day but says something against one ("Thursday the 26th. Not a chance.", "the 26th,
@@ -302,7 +314,7 @@ def clauses(text: str) -> list[str]:
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)
-    return out
+    return tuple(out)
 
 
 def questions(text: str) -> bool:

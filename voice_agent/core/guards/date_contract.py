@@ -360,9 +360,8 @@ def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
             agents.append(s)
             continue
         echo = i == len(said) - 1 and bool(s.constraints) and _echoes(s.text, s.constraints, d)
-        asked = signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents)
-        if echo or (asked and _first_choice(s.text, reference) is not None
-                    and _same_day(_first_choice(s.text, reference), s.text, d)):
+        if echo or (_same_day(_first_choice(s.text, reference), s.text, d)
+                    and (signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents))):
             found_turn = s.turn
         agents = []
     return found_turn
