@@ -243,3 +243,29 @@ async def test_a_line_two_legs_never_answered_is_still_unanswered() -> None:
     assert unanswered(session.state)
     session.record_agent("Thanks, I've found your account.")
     assert not unanswered(session.state)
+
+
+async def test_a_call_brought_back_while_the_store_cannot_be_read_starts_fresh_and_greets(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    cfg.store = BrokenStore()
+    emulator = caller()
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (bridge, url):
+        # The provider returns from a leg whose worker died (its action URL carries the leg's key).
+        plan = await request_twiml(f"{url}/voice?resume=k3y", emulator.config, emulator.call_sid)
+        assert plan.stream_url is not None
+        record = bridge.registry.all()[-1]
+        assert record.extra["resume_problem"].startswith("the store could not be read")
+        fresh = caller()  # a new call while the store is down is just new
+        await request_twiml(f"{url}/voice", fresh.config, fresh.call_sid)
+        assert "resume_problem" not in bridge.registry.all()[-1].extra
+
+
+def test_a_renewal_of_a_call_the_store_lost_is_not_a_takeover(tmp_path: Path) -> None:
+    store = open_store("sqlite", path=tmp_path / "calls.sqlite3")
+    assert store is not None
+    assert store.open_leg("call-1-abc", 1, provider_call_id="CA1", lease_secs=5)
+    assert store.open_leg("call-2-abc", 1, provider_call_id="CA2", lease_secs=5)
+    assert store.open_leg("call-2-abc", 2, provider_call_id="CA2", lease_secs=5, returning_key="") is False
+    (tmp_path / "calls.sqlite3").unlink()  # the file deleted under the worker
+    assert store.renew([("call-1-abc", 1), ("call-2-abc", 1)], 5) == []
+    store.close()

@@ -497,3 +497,61 @@ async def test_a_call_saved_before_its_first_turn_resumes(store: CallStore) -> N
     assert await persistence.save(new_call().session, leg=1, provider_call_id="CA1")  # the leg died at once
     restored = persistence.restore(new_call().session)
     assert restored.problem is None and restored.turn == 0
+
+
+def test_a_renewal_of_a_call_the_store_no_longer_holds_is_not_a_takeover(store: CallStore) -> None:
+    assert store.open_leg("call-1-abc", 1, provider_call_id="CA1", lease_secs=5, resume_key="k1")
+    assert store.open_leg("call-2-abc", 1, provider_call_id="CA2", lease_secs=0.01, resume_key="k2")
+    assert store.open_leg("call-2-abc", 2, provider_call_id="CA2", lease_secs=5, returning_key="k2")
+    # call-2's leg 1 lost the call to leg 2; call-9 is one the store lost (restarted empty, file replaced)
+    assert store.renew([("call-1-abc", 1), ("call-2-abc", 1), ("call-9-abc", 1)], 5) == ["call-2-abc"]
+
+
+def test_a_call_rewritten_without_its_key_is_resumed_by_the_providers_key(store: CallStore) -> None:
+    # The store lost the call and a save wrote it again: its resume key is gone; the provider's (which the
+    # webhook checked) is what is left.
+    assert store.save("call-3-abc", b"{}", turn=2, leg=1, provider_call_id="CA3")
+    assert store.open_leg("call-3-abc", 2, provider_call_id="CA3", lease_secs=5, returning_key="k-from-provider")
+
+
+def test_a_stored_call_with_a_hole_in_its_items_is_unreadable(tmp_path: Path) -> None:
+    import sqlite3
+
+    from voice_agent.store import UnreadableCall
+
+    store = open_store("sqlite", path=tmp_path / "calls.sqlite3")
+    assert store is not None
+    assert store.save_changes("call-4-abc", b"{}", [("transcript", b"1"), ("transcript", b"2"), ("transcript", b"3")],
+                              base=0, turn=1, leg=1, provider_call_id="CA4")
+    with sqlite3.connect(tmp_path / "calls.sqlite3") as db:
+        db.execute("DELETE FROM call_items WHERE seq = 1")
+    with pytest.raises(UnreadableCall, match="missing saved items"):
+        store.load("call-4-abc")
+    store.close()
+
+
+def test_a_full_disk_is_reported_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from voice_agent.store import StoreError
+    from voice_agent.store.sqlite import SQLiteCallStore
+
+    store = SQLiteCallStore(tmp_path / "calls.sqlite3")
+    real = store._db
+
+    class FullDisk:
+        """A connection whose writes fail as SQLite's do on a full disk (it has rolled back by itself)."""
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.startswith("INSERT"):
+                raise sqlite3.OperationalError("database or disk is full")
+            if sql == "ROLLBACK":
+                raise sqlite3.OperationalError("cannot rollback - no transaction is active")
+            return real.execute(sql, *args)
+
+    monkeypatch.setattr(store, "_db", FullDisk())
+    with pytest.raises(StoreError, match="disk is full"):
+        store.save_changes("call-1-abc", b"{}", [("transcript", b"1")], base=0, turn=1, leg=1, provider_call_id=None)
+    if real.in_transaction:
+        real.execute("ROLLBACK")
+    real.close()

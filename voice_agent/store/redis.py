@@ -28,12 +28,15 @@ if tonumber(ARGV[3]) >= 0 and tonumber(ARGV[3]) < leg and lease > tonumber(ARGV[
 redis.call('HSET', KEYS[1], 'status', 'ended', 'end', ARGV[1], 'updated', ARGV[2], 'lease', '0')
 return 1
 """
-# Opens leg ARGV[1] under a lease until ARGV[3] (ARGV[2]: now); KEYS[2]: the provider call id's key.
+# Opens leg ARGV[1] under a lease until ARGV[3] (ARGV[2]: now); KEYS[2]: the provider call id's key. A renewal
+# (_RENEW) of a call the store no longer holds (restarted empty) is not a takeover: the next save writes it again.
 _OPEN_LEG = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local leg = tonumber(redis.call('HGET', KEYS[1], 'leg') or '0')
   local lease = tonumber(redis.call('HGET', KEYS[1], 'lease') or '0')
-  local returning = ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'rkey') == ARGV[9]
+  local rkey = redis.call('HGET', KEYS[1], 'rkey')
+  -- a call rewritten after the store lost it has no key left: the provider's (checked by the webhook) is the proof
+  local returning = ARGV[9] ~= '' and (rkey == ARGV[9] or not rkey or rkey == '')
   if redis.call('HGET', KEYS[1], 'status') == 'ended' or tonumber(ARGV[1]) <= leg or
      (lease > tonumber(ARGV[2]) and not returning) then
     return 0
@@ -58,6 +61,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
 _RENEW = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'live' or redis.call('HGET', KEYS[1], 'leg') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'lease', ARGV[2])
 return 1

@@ -66,6 +66,7 @@ class SQLiteCallStore(CallStore):
     def __init__(self, path: Path, *, retention_secs: float = 86400.0) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._reopen_problem = ""
         self._db, self._identity = self._open(path, retention_secs)
 
     @staticmethod
@@ -114,11 +115,14 @@ class SQLiteCallStore(CallStore):
             why = "deleted"
         except OSError as exc:
             raise StoreError(f"sqlite store {self.path}: cannot check the file: {exc}") from None
-        logger.error("sqlite store {}: the file was {} while in use; reopening it (earlier saves are gone)",
-                     self.path, why)
+        if self._reopen_problem != why:  # once per change, not at every save and renewal of every call
+            logger.error("sqlite store {}: the file was {} while in use; reopening it (each call's next save writes "
+                         "the whole call again)", self.path, why)
+        self._reopen_problem = why
         with contextlib.suppress(sqlite3.Error):
             self._db.close()
         self._db, self._identity = self._open(self.path, retention_secs=float("inf"))
+        self._reopen_problem = ""
 
     def save(self, call_id: str, data: bytes, *, turn: int, leg: int, provider_call_id: str | None) -> bool:
         """See :meth:`CallStore.save`."""
@@ -160,7 +164,9 @@ class SQLiteCallStore(CallStore):
                             [(call_id, base + n, part, item) for n, (part, item) in enumerate(items or [])])
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    # SQLite may have rolled back itself (a full disk): its own error is the one to report.
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                     raise
                 return written
         except sqlite3.Error as exc:
@@ -178,17 +184,20 @@ class SQLiteCallStore(CallStore):
                         f"FROM calls WHERE {where} = ? ORDER BY updated DESC LIMIT 1", (value,),
                     ).fetchone()
                     items = () if row is None else tuple(self._db.execute(
-                        "SELECT part, item FROM call_items WHERE call_id = ? ORDER BY seq", (row[0],)))
+                        "SELECT seq, part, item FROM call_items WHERE call_id = ? ORDER BY seq", (row[0],)))
                 finally:
                     self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: read failed: {exc}") from None
         if row is None:
             return None
+        if any(int(seq) != n for n, (seq, _part, _item) in enumerate(items)):
+            # A row deleted by hand or a torn copy: the transcript would come back with a hole, silently.
+            raise UnreadableCall(f"sqlite store {self.path}: stored call {row[0]} is missing saved items")
         try:
             return StoredCall(str(row[0]), row[1], int(row[2]), int(row[3]), "ended" if row[4] == "ended" else "live",
                               str(row[5]), bytes(row[6]), float(row[7]), float(row[8]), str(row[9]),
-                              tuple((str(part), bytes(item)) for part, item in items))
+                              tuple((str(part), bytes(item)) for _seq, part, item in items))
         except (TypeError, ValueError) as exc:
             raise UnreadableCall(f"sqlite store {self.path}: stored call {row[0]} unreadable: {exc}") from None
 
@@ -212,7 +221,9 @@ class SQLiteCallStore(CallStore):
                         )
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    # SQLite may have rolled back itself (a full disk): its own error is the one to report.
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                     raise
                 return granted
         except sqlite3.Error as exc:
@@ -243,7 +254,9 @@ class SQLiteCallStore(CallStore):
                 for call_id, leg in legs:
                     cursor = self._db.execute("UPDATE calls SET lease_until = ? WHERE call_id = ? AND leg = ? "
                                               "AND status = 'live'", (until, call_id, leg))
-                    if cursor.rowcount != 1:
+                    # A call the file no longer holds (deleted, replaced) is not a takeover: the next save writes it.
+                    if cursor.rowcount != 1 and self._db.execute("SELECT 1 FROM calls WHERE call_id = ?",
+                                                                 (call_id,)).fetchone() is not None:
                         lost.append(call_id)
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: lease renewal failed: {exc}") from None
@@ -253,6 +266,7 @@ class SQLiteCallStore(CallStore):
         """See :meth:`CallStore.close_leg`."""
         try:
             with self._lock:
+                self._same_file()
                 self._db.execute("UPDATE calls SET lease_until = 0 WHERE call_id = ? AND leg = ?", (call_id, leg))
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: closing leg {leg} failed: {exc}") from None
@@ -269,6 +283,7 @@ class SQLiteCallStore(CallStore):
         """See :meth:`CallStore.end`."""
         try:
             with self._lock:
+                self._same_file()
                 now = time.time()
                 self._db.execute("UPDATE calls SET status = 'ended', end_how = ?, updated = ?, lease_until = 0 "
                                  "WHERE call_id = ? AND (? IS NULL OR leg <= ? OR lease_until <= ?)",

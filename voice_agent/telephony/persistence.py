@@ -101,12 +101,14 @@ class CallPersistence:
         # Per call: how many items of each growing part the store holds (a save appends only what is past them).
         self._saved: dict[str, dict[str, int]] = {}
         self._saving: dict[str, asyncio.Lock] = {}
+        self._renewal_failing = False
 
-    async def find(self, provider_call_id: str) -> StoredCall | UnreadableCall | None:
-        """The stored call the provider's call id names (None when there is none or the store failed).
+    async def find(self, provider_call_id: str) -> StoredCall | StoreError | None:
+        """The stored call the provider's call id names, None when there is none, or the store's error.
 
-        A stored call that does not parse comes back as its :class:`UnreadableCall` error: the call is
-        known, so it starts fresh with a greeting rather than in silence.
+        A stored call that does not parse comes back as its :class:`UnreadableCall` error, and a store that
+        cannot be read as its :class:`StoreError`: a call the provider brings back then starts fresh with a
+        greeting rather than in silence.
         """
         try:
             return await asyncio.to_thread(self.store.find, provider_call_id)
@@ -114,8 +116,8 @@ class CallPersistence:
             logger.error("call store: {}; the call starts fresh", exc)
             return exc
         except StoreError as exc:
-            logger.error("call store: lookup failed, the call is treated as new: {}", exc)
-            return None
+            logger.error("call store: lookup failed: {}", exc)
+            return exc
 
     async def save(self, session: CallSession, *, leg: int, provider_call_id: str | None) -> bool:
         """Writes what changed in the call's state since its last save: the bounded head and the items its growing
@@ -180,10 +182,17 @@ class CallPersistence:
         if not legs:
             return []
         try:
-            return await asyncio.to_thread(self.store.renew, legs, lease_secs)
+            lost = await asyncio.to_thread(self.store.renew, legs, lease_secs)
         except StoreError as exc:
-            logger.error("call store: lease renewal failed: {}", exc)
+            if not self._renewal_failing:  # once until it works again, not every few seconds
+                logger.error("call store: lease renewal failed (the calls go on; logged again when it recovers): {}",
+                             exc)
+            self._renewal_failing = True
             return []
+        if self._renewal_failing:
+            logger.info("call store: lease renewal works again")
+        self._renewal_failing = False
+        return lost
 
     async def close_leg(self, call_id: str, leg: int) -> None:
         """Gives the call up at the end of this leg's stream, so its next leg may open at once."""

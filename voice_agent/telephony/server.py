@@ -66,7 +66,7 @@ from voice_agent.recording.tap import RecorderTap
 from voice_agent.retrieval.index import shared_index
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.session import CallSession
-from voice_agent.store.base import CallStore, UnreadableCall
+from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
     FRAME_TOO_LARGE,
@@ -721,9 +721,13 @@ class VoiceBridge:
         returning = ""
         unreadable: str | None = None
         if self.persistence is not None:
-            stored = await self.persistence.find(provider_call_id)
-            if isinstance(stored, UnreadableCall):
-                unreadable, stored = str(stored), None
+            found = await self.persistence.find(provider_call_id)
+            stored = found if isinstance(found, StoredCall) else None
+            if isinstance(found, UnreadableCall):
+                unreadable = str(found)
+            elif isinstance(found, StoreError) and request.query_params.get("resume"):
+                # The provider brings back a call the store cannot be read for: it starts fresh, greeted.
+                unreadable = f"the store could not be read ({found})"
             if stored is not None and stored.status == "ended":
                 # The provider came back after a stream that ended with the call (<Connect action>): hang up.
                 logger.info("webhook: call {} has ended ({}); hanging up", stored.call_id, stored.end or "ended")
