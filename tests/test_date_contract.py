@@ -475,3 +475,12 @@ def test_a_recogniser_loop_is_read_at_both_ends_in_bounded_work() -> None:
     assert any(c.blocked and c.start == d(11, 20) for c in found)  # the last words still count
     call = lane(("c", looping), ("a", "How about Friday the 20th of November?"), ("c", "yes"))
     assert decide(call, d(11, 20)).action is not DateAction.RUN
+
+
+def test_a_month_named_about_something_else_is_not_a_choice_of_another_day() -> None:
+    # "the October one" (the normaliser writes "october 1") names no day: the yes to the 15th runs
+    call = lane(("c", "Can you pull up my invoices? It's the October one that's wrong."),
+                ("c", "Could someone call me back? Any day is fine."),
+                ("a", "I can book a callback for Tuesday the 15th of December. Does that work for you?"),
+                ("c", "Perfect, thank you."))
+    assert decide(call, d(12, 15)).action is DateAction.RUN

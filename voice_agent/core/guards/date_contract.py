@@ -376,12 +376,23 @@ def _last_choice(said: Sequence[SaidDates], reference: date) -> tuple[int, str, 
             agents.append(s)
             continue
         choice = _first_choice(s.text, reference)
-        # asked for, said in answer to a question for a day, or said as a correction ("I'd rather the 11th")
-        if choice is not None and (signals.asks(s.text) or "contrast" in signals.doubts(s.text)
+        # said in answer to a question for a day, as a correction ("I'd rather the 11th"), or with a word of
+        # booking ("put it the 11th"); "it's the October one that's wrong" chooses nothing
+        if choice is not None and (_CHOOSING.search(signals.norm(s.text)) or "contrast" in signals.doubts(s.text)
                                    or any(_asked_for_a_day(a.text) for a in agents)):
             last = (s.turn, s.text, choice)
         agents = []
     return last
+
+
+_DAY_NAMED = re.compile(rf"\b\d{{1,2}}(?:th|st|nd|rd)\b|\bthe\s\d{{1,2}}\b|\b(?:{signals.WEEKDAY_WORDS})\b|\btoday\b"
+                        r"|\btomorrow\b")
+"""An ordinal ("the 9th", "the nine"), a weekday, today or tomorrow: what names one day (the normaliser writes
+"the October one" as "the october 1", which names none)."""
+
+_CHOOSING = re.compile(r"\b(?:call|ring|phone|book|put\s(?:it|me)|make\sit|move\sit|schedule|pencil|go\s(?:with|for)"
+                       r"|rather|prefer|better)\b")
+"""Words that make a day named a choice for the booking."""
 
 
 def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
@@ -391,6 +402,8 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     for clause in signals.clauses(text):
         if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
             continue
+        if not _DAY_NAMED.search(signals.norm(clause)):
+            continue  # a month or a holiday alone ("the October one") is no one day
         found = extract_constraints(clause, reference)
         if found and all(c.kind is ConstraintKind.ON and not c.blocked and c.start == c.end and c.start is not None
                          for c in found):
