@@ -555,3 +555,18 @@ def test_a_full_disk_is_reported_as_such(tmp_path: Path, monkeypatch: pytest.Mon
     if real.in_transaction:
         real.execute("ROLLBACK")
     real.close()
+
+
+async def test_an_older_leg_ending_late_leaves_the_newer_legs_saves_alone(store: CallStore) -> None:
+    from voice_agent.telephony.persistence import CallPersistence
+
+    persistence = CallPersistence(store)
+    call = await played(6)
+    assert await persistence.save(call.session, leg=2, provider_call_id="CA1")
+    persistence.forget(call.session.call_id, 1)  # leg 1's teardown on this worker, late
+    before = persistence.stats.last_bytes
+    await run_text_call(call.session, call.llm, LINES[6:7])
+    assert await persistence.save(call.session, leg=2, provider_call_id="CA1")
+    assert persistence.stats.last_bytes < before  # it appended one turn, not the whole call again
+    persistence.forget(call.session.call_id, 2)
+    assert await persistence.save(call.session, leg=3, provider_call_id="CA1")

@@ -102,6 +102,7 @@ class CallPersistence:
         self._saved: dict[str, dict[str, int]] = {}
         self._saving: dict[str, asyncio.Lock] = {}
         self._renewal_failing = False
+        self._legs: dict[str, int] = {}
 
     async def find(self, provider_call_id: str) -> StoredCall | StoreError | None:
         """The stored call the provider's call id names, None when there is none, or the store's error.
@@ -157,13 +158,18 @@ class CallPersistence:
                 logger.warning("call {}: state not saved: a later leg (another worker) owns the call now", call_id)
                 return False
             self._saved[call_id] = now
+            self._legs[call_id] = leg
             self.stats.saves += 1
             return True
 
-    def forget(self, call_id: str) -> None:
-        """Drops what this worker knew of the call's saves (its leg here ended)."""
+    def forget(self, call_id: str, leg: int | None = None) -> None:
+        """Drops what this worker knew of the call's saves (its leg here ended); with ``leg``, only when that leg is
+        the one saving it (an older leg ending here late leaves a newer one's alone)."""
+        if leg is not None and self._legs.get(call_id, leg) != leg:
+            return
         self._saved.pop(call_id, None)
         self._saving.pop(call_id, None)
+        self._legs.pop(call_id, None)
 
     async def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
                        resume_key: str, returning_key: str = "") -> bool | None:

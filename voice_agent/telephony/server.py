@@ -1121,7 +1121,7 @@ class VoiceBridge:
             await self.persistence.close_leg(record.call_id, record.leg)
         else:
             await self.persistence.end(record.call_id, record.end or EndReason.ENDED.value, leg=record.leg)
-        self.persistence.forget(record.call_id)
+        self.persistence.forget(record.call_id, record.leg)
 
     def _build_worker(
         self, guarded_ws: GuardedWebSocket, serializer: GuardedSerializer, parts: CallParts, audio: Any,
