@@ -39,6 +39,11 @@ def decide(transcript: TranscriptLane, day: dt.date, reading: DateReading | None
     return decision
 
 
+def asked_for_a_day(said: str, answer: str) -> TranscriptLane:
+    """The caller says ``said``; the agent asks which day; the caller answers ``answer``."""
+    return lane(("c", said), ("a", "Which day would you like the callback?"), ("c", answer))
+
+
 def d(month: int, day: int) -> dt.date:
     return dt.date(2026 if month >= 11 else 2027, month, day)
 
@@ -422,9 +427,9 @@ def test_work_as_a_job_binds_and_as_suiting_does_not(said: str, runs: bool) -> N
 ])
 def test_a_stretch_kept_busy_starts_at_the_day_named_before_it(said: str) -> None:
     # class: "till X" with a start named before it in the sentence; the days before that start are free
-    before = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Thursday the 10th of December"))
+    before = asked_for_a_day(said, "Thursday the 10th of December")
     assert decide(before, d(12, 10)).action is DateAction.RUN
-    inside = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Wednesday the 16th of December"))
+    inside = asked_for_a_day(said, "Wednesday the 16th of December")
     assert decide(inside, d(12, 16)).action is not DateAction.RUN
 
 
@@ -435,7 +440,7 @@ def test_a_stretch_kept_busy_starts_at_the_day_named_before_it(said: str) -> Non
 ])
 def test_doing_something_from_a_day_is_busy_from_it_being_back_is_free(said: str, free_from: bool) -> None:
     # class: "from X" after the caller's activity ("we're shearing from the 30th") is the start of a busy stretch
-    call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 27th of November"))
+    call = asked_for_a_day(said, "Friday the 27th of November")
     assert (decide(call, d(11, 27)).action is DateAction.RUN) is not free_from
 
 
@@ -445,13 +450,13 @@ def test_doing_something_from_a_day_is_busy_from_it_being_back_is_free(said: str
 ])
 def test_a_duty_before_or_until_a_day_is_busy_then_free_after(said: str) -> None:
     # class: "on twelves / on nights / on placement" with a limit: the days of the duty are out, not the window
-    after = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Friday the 4th of December"))
+    after = asked_for_a_day(said, "Friday the 4th of December")
     assert decide(after, d(12, 4)).action is DateAction.RUN
 
 
 def test_a_span_joined_by_right_through_to_is_one_span_and_booked_means_busy() -> None:
     said = "the market stall's booked from Friday the 4th right through to the 13th, every single day"
-    before = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", "Tuesday the 1st of December"))
+    before = asked_for_a_day(said, "Tuesday the 1st of December")
     assert decide(before, d(12, 1)).action is DateAction.RUN
     inside = lane(("c", said), ("a", "How about Wednesday the 9th of December?"), ("c", "hmm maybe"))
     assert decide(inside, d(12, 9)).action is DateAction.REFUSE

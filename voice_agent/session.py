@@ -27,6 +27,7 @@ from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
 from voice_agent.core.tool_gate import GateDecision, ToolGate
+from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
@@ -400,11 +401,12 @@ class CallSession:
         spec = self.domain.tool(name)
         if spec is None or not spec.mutates:
             return admission
-        return await self._begin_effect(name, call_id, admission)
+        return await self._begin_effect(spec, call_id, admission)
 
-    async def _begin_effect(self, name: str, call_id: str, admission: ToolAdmission) -> ToolAdmission:
+    async def _begin_effect(self, spec: ToolSpec, call_id: str, admission: ToolAdmission) -> ToolAdmission:
         """Takes the effect key of an admitted mutating call, or answers with what an earlier attempt left."""
-        key = effect_key(self.call_id, name, admission.arguments, self.domain.tool(name))
+        name = spec.name
+        key = effect_key(self.call_id, name, admission.arguments, spec)
         begun = asyncio.ensure_future(self.effects.begin(key, name))
         try:
             prior = await asyncio.shield(begun)

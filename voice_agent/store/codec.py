@@ -263,15 +263,25 @@ def _guard_event(g: GuardEvent) -> dict[str, Any]:
 
 # --- saving what changed --------------------------------------------------------------------------------------------
 
+def _parts(session: CallSession) -> dict[str, tuple[Sequence[Any], Any]]:
+    """Each part of a call's state that only grows: its items so far, and how one is written."""
+    return {
+        # the lane's own list: ``entries`` copies the whole call, and a save reads only its tail
+        "transcript": (session.state.transcript._entries, _entry),
+        "drop_log": (session.state.drop_log.events, _drop_event),
+        "summary_passes": (session.summary_passes, _summary_pass),
+        "guard_events": (session.guard_events, _guard_event),
+        "output_blocks": (session.output_blocks, list),
+    }
+
+
 APPENDED = ("transcript", "drop_log", "summary_passes", "guard_events", "output_blocks")
-"""The parts of a call's state that only grow: a save writes their new items, never the whole list."""
+"""The parts of a call's state that only grow (:func:`_parts`): a save writes their new items, never the whole."""
 
 
 def counts(session: CallSession) -> dict[str, int]:
     """How many items each appended part of ``session`` holds now."""
-    return {"transcript": len(session.state.transcript), "drop_log": len(session.state.drop_log.events),
-            "summary_passes": len(session.summary_passes), "guard_events": len(session.guard_events),
-            "output_blocks": len(session.output_blocks)}
+    return {name: len(items) for name, (items, _plain) in _parts(session).items()}
 
 
 def encode_changes(session: CallSession, saved: Mapping[str, int]) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -283,16 +293,8 @@ def encode_changes(session: CallSession, saved: Mapping[str, int]) -> tuple[byte
     """
     turn = session.state.turn
     head = _head(session, {t: n for t, n in session.requests_by_turn.items() if t >= turn - 1})
-    items: list[tuple[str, bytes]] = []
-
-    def add(kind: str, values: list[Any]) -> None:
-        items.extend((kind, _compact(v)) for v in values)
-
-    add("transcript", [_entry(e) for e in session.state.transcript.since(saved.get("transcript", 0))])
-    add("drop_log", [_drop_event(e) for e in session.state.drop_log.events[saved.get("drop_log", 0):]])
-    add("summary_passes", [_summary_pass(p) for p in session.summary_passes[saved.get("summary_passes", 0):]])
-    add("guard_events", [_guard_event(g) for g in session.guard_events[saved.get("guard_events", 0):]])
-    add("output_blocks", [[t, c] for t, c in session.output_blocks[saved.get("output_blocks", 0):]])
+    items = [(name, _compact(plain(item))) for name, (values, plain) in _parts(session).items()
+             for item in values[saved.get(name, 0):]]
     return _compact(head), items
 
 

@@ -17,7 +17,7 @@ firm request of that exact day as the caller's last word on dates.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
@@ -258,7 +258,7 @@ class DateContract:
         # A yes to the agent's day after the caller last chose another ("I'd rather the 11th" ... "So the 9th?"
         # "yep"): their own choice and their yes disagree, so ask.
         chose = _last_choice(said[:assent], self.guard.reference)
-        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], chose[1], d):
+        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], d):
             return decision(DateAction.CONFIRM, Why.SAID_MORE,
                             f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
                             "back their words and the day (the 'say' line) and book only after their yes.",
@@ -316,6 +316,21 @@ def _asked_for_a_day(agent: str) -> bool:
         _CHOICE.search(n) is not None or signals.SPAN_WORD.search(n) is not None)
 
 
+def _replies(said: Sequence[SaidDates]) -> Iterator[tuple[int, SaidDates, list[SaidDates]]]:
+    """Each caller utterance in ``said`` with its index and the agent lines just before it (what it answers)."""
+    agents: list[SaidDates] = []
+    for i, s in enumerate(said):
+        if s.kind is EntryKind.AGENT:
+            agents.append(s)
+            continue
+        yield i, s, agents
+        agents = []
+
+
+def _answers_a_question_for_a_day(agents: Sequence[SaidDates]) -> bool:
+    return any(_asked_for_a_day(a.text) for a in agents)
+
+
 def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | None:
     """The index in ``said`` of the caller's last firm request of, or yes to, exactly ``d``.
 
@@ -324,22 +339,18 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
     may echo it ("aye, the 29th", "yeah Friday": the day number or the weekday of that day, nothing else).
     """
     found = None
-    agents: list[SaidDates] = []
-    for i, s in enumerate(said):
-        if s.kind is EntryKind.AGENT:
-            agents.append(s)
+    for i, s, agents in _replies(said):
+        if signals.doubts(s.text):
             continue
-        if not signals.doubts(s.text):
-            own = s.constraints
-            proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
-            yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
-            asked = signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents)
-            # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
-            # which Monday the caller means is read back, never assumed.
-            requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(s.text)
-            if requested or (proposed and yes and _echoes(s.text, own, d)):
-                found = i
-        agents = []
+        own = s.constraints
+        proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
+        yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
+        asked = signals.asks(s.text) or _answers_a_question_for_a_day(agents)
+        # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
+        # which Monday the caller means is read back, never assumed.
+        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(s.text)
+        if requested or (proposed and yes and _echoes(s.text, own, d)):
+            found = i
     return found
 
 
@@ -354,34 +365,24 @@ def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
     friday the elevent").
     """
     found_turn = 0
-    agents: list[SaidDates] = []
-    for i, s in enumerate(said):
-        if s.kind is EntryKind.AGENT:
-            agents.append(s)
-            continue
+    for i, s, agents in _replies(said):
         echo = i == len(said) - 1 and bool(s.constraints) and _echoes(s.text, s.constraints, d)
-        if echo or (_same_day(_first_choice(s.text, reference), s.text, d)
-                    and (signals.asks(s.text) or any(_asked_for_a_day(a.text) for a in agents))):
+        if echo or (_same_day(_first_choice(s.text, reference), d)
+                    and (signals.asks(s.text) or _answers_a_question_for_a_day(agents))):
             found_turn = s.turn
-        agents = []
     return found_turn
 
 
 def _last_choice(said: Sequence[SaidDates], reference: date) -> tuple[int, str, tuple[date, bool]] | None:
     """The caller's last request of one day in ``said`` (any day): its turn, words and the day."""
     last = None
-    agents: list[SaidDates] = []
-    for s in said:
-        if s.kind is EntryKind.AGENT:
-            agents.append(s)
-            continue
+    for _i, s, agents in _replies(said):
         choice = _first_choice(s.text, reference)
         # said in answer to a question for a day, as a correction ("I'd rather the 11th"), or with a word of
         # booking ("put it the 11th"); "it's the October one that's wrong" chooses nothing
         if choice is not None and (_CHOOSING.search(signals.norm(s.text)) or "contrast" in signals.doubts(s.text)
-                                   or any(_asked_for_a_day(a.text) for a in agents)):
+                                   or _answers_a_question_for_a_day(agents)):
             last = (s.turn, s.text, choice)
-        agents = []
     return last
 
 
@@ -412,7 +413,7 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     return days.pop() if len(days) == 1 else None
 
 
-def _same_day(choice: tuple[date, bool] | None, text: str, d: date) -> bool:
+def _same_day(choice: tuple[date, bool] | None, d: date) -> bool:
     """Whether a day the caller named is ``d``: the same date, or its bare day number with no month named."""
     if choice is None:
         return False
