@@ -72,6 +72,7 @@ from voice_agent.core.llm_recovery import (
     RecoveryAction,
     RecoveryLines,
 )
+from voice_agent.services.cut_streams import CutStream
 from voice_agent.session import CallSession
 
 GENERATION = "llm_watchdog.generation"
@@ -158,7 +159,8 @@ class LLMWatchdog:
         if isinstance(frame, ErrorFrame) and frame.processor is self._llm:
             if attempt is not None and live:
                 permanent = frame.category is not None and frame.category.is_permanent
-                self._fail(attempt, FailureKind.ERROR, str(frame.error), permanent=permanent)
+                kind = FailureKind.CUT_STREAM if isinstance(frame.exception, CutStream) else FailureKind.ERROR
+                self._fail(attempt, kind, str(frame.error), permanent=permanent)
             else:
                 self._log(LLMFailure(max(self._session.turn, 1), FailureKind.ERROR, str(frame.error), 0,
                                      RecoveryAction.NONE))

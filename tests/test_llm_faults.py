@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, sse_reply
@@ -79,6 +80,34 @@ async def test_openai_sending_arguments_that_are_not_json_is_retried_not_silent(
     assert agent_entries(session) == ["Could you repeat the account number?"]
     assert kinds(session) == [FailureKind.EMPTY.value] and len(fake_openai.requests) == 2
     assert recorder.turns[0].errors
+
+
+def cut_then_whole(server: FakeOpenAIServer, done: bool) -> Any:
+    async def reply(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        if len(server.requests) == 1:  # half a sentence, then the stream ends with no finish reason
+            return await sse_reply([chunk({"role": "assistant", "content": "Your balance is"}),
+                                    chunk({"content": " forty"})], done=done)(request, body)
+        return await sse_reply([chunk({"role": "assistant", "content": "Your balance is forty-two pounds."}),
+                                chunk({}, finish_reason="stop")])(request, body)
+
+    return reply
+
+
+@pytest.mark.parametrize("done", [False, True], ids=["no-done", "done-without-finish"])
+async def test_a_stream_cut_mid_answer_is_retried_not_taken_for_the_answer(fake_openai: FakeOpenAIServer,
+                                                                           done: bool) -> None:
+    fake_openai.reply = cut_then_whole(fake_openai, done)
+    session, recorder, _ = await hosted_call(fake_openai, ["what is my balance"])
+    assert agent_entries(session) == ["Your balance is forty-two pounds."]
+    assert kinds(session) == [FailureKind.CUT_STREAM.value] and len(fake_openai.requests) == 2
+    assert any("no finish reason" in e for e in recorder.turns[0].errors)
+
+
+async def test_a_stream_cut_every_time_ends_in_the_apology(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.reply = sse_reply([chunk({"role": "assistant", "content": "Let me"})], done=False)
+    session, _, _ = await hosted_call(fake_openai, ["hello"])
+    assert agent_entries(session) == [LINES.apology]
+    assert kinds(session) == [FailureKind.CUT_STREAM.value] * 2
 
 
 def test_the_caps_come_from_the_settings() -> None:

@@ -34,6 +34,7 @@ from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolS
 from voice_agent.domains.base import Domain
 from voice_agent.pipeline import CallProcessors, call_processors
 from voice_agent.policies import PolicyName
+from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.factory import without_sdk_retries
 from voice_agent.settings import Settings, SettingsError, load_settings
 
@@ -163,7 +164,8 @@ class LongCall:
         runs behind the guards from now on, with its own options. A declared tool whose schema carries its
         handler (``FunctionSchema(handler=...)``) is registered here. The SDK's own retries are turned off
         (:func:`~voice_agent.services.factory.without_sdk_retries`): the call's LLM watchdog times and retries
-        each inference, as ``settings.llm`` says.
+        each inference, as ``settings.llm`` says; a stream cut before its finish reason is reported to it as an
+        error, not taken for a whole answer.
 
         Args:
             llm: The bot's LLM service (any pipecat ``LLMService``).
@@ -194,4 +196,5 @@ class LongCall:
         session = build_session(settings, call_id, self.domain(names), llm=llm)
         guard_registered_handlers(llm, session)
         without_sdk_retries(llm, settings.llm)
+        report_cut_streams(llm)
         return call_processors(session, llm)

@@ -98,15 +98,16 @@ def json_reply(content: str) -> Reply:
     return reply
 
 
-def sse_reply(chunks: list[dict[str, Any]]) -> Reply:
-    """Replies with an SSE stream of ``chunks`` followed by ``[DONE]``."""
+def sse_reply(chunks: list[dict[str, Any]], done: bool = True) -> Reply:
+    """Replies with an SSE stream of ``chunks`` followed by ``[DONE]`` (unless ``done`` is false: a cut stream)."""
 
     async def reply(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for part in chunks:
             await response.write(f"data: {json.dumps(part)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
+        if done:
+            await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 

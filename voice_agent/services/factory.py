@@ -16,6 +16,7 @@ from loguru import logger
 from pipecat.services.llm_service import LLMService
 
 from voice_agent.extras import install_hint
+from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
@@ -76,6 +77,7 @@ def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
         kwargs["settings"] = service_class.Settings(model=config.model)
     service: LLMService[Any] = service_class(**kwargs)
     without_sdk_retries(service, config)
+    report_cut_streams(service)
     return service
 
 
