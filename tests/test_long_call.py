@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -187,3 +188,27 @@ def test_attach_turns_off_the_sdk_retries_of_the_bots_own_openai_service() -> No
     LongCall([guarded_tool(LOOKUP, identifiers=["order_id"])], settings=SETTINGS).attach(llm)
     assert llm._client.max_retries == 0
     assert llm._client.timeout == SETTINGS.llm.total_timeout_secs + 5.0
+
+
+async def test_attach_makes_a_stream_cut_before_its_finish_reason_an_error_of_the_bots_own_openai_service() -> None:
+    from pipecat.services.openai.llm import OpenAILLMService
+
+    from voice_agent.services.cut_streams import CutStream
+
+    llm = OpenAILLMService(api_key="sk-test-not-a-real-key")
+    cut = [SimpleNamespace(choices=[SimpleNamespace(finish_reason=None)])]
+
+    async def provider_stream(*_: Any) -> Any:
+        async def chunks() -> Any:
+            for part in cut:
+                yield part
+        return chunks()
+
+    llm.get_chat_completions = provider_stream  # type: ignore[method-assign]
+    llm.register_function("lookup_order", lookup_order)
+    LongCall([guarded_tool(LOOKUP, identifiers=["order_id"])], settings=SETTINGS).attach(llm)
+    with pytest.raises(CutStream):
+        async for _ in await llm.get_chat_completions(None):
+            pass
+    cut.append(SimpleNamespace(choices=[SimpleNamespace(finish_reason="stop")]))
+    assert len([c async for c in await llm.get_chat_completions(None)]) == 2
