@@ -19,6 +19,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
+from voice_agent.core.effects import running
 from voice_agent.core.llm_recovery import RecoveryLines
 from voice_agent.domains.base import ToolError
 from voice_agent.session import CallSession, ToolAdmission
@@ -98,7 +99,8 @@ async def _run_own(
         await params.result_callback(result, properties=properties)
 
     try:
-        await handler(dataclasses.replace(params, arguments=admission.arguments, result_callback=record))
+        with running(admission.effect):  # the handler can hand running_effect() to its backend
+            await handler(dataclasses.replace(params, arguments=admission.arguments, result_callback=record))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # as for the domain's tools: the model hears the failure, the call goes on

@@ -7,6 +7,7 @@ resumed leg on another worker has); the effect log is the call store, real SQLit
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,16 +93,60 @@ async def test_a_credit_the_dead_leg_made_is_not_made_again(store: CallStore) ->
     assert other.get("credit_id") and len(credits(second)) == 1
 
 
-async def test_a_credit_begun_by_a_leg_that_died_mid_call_is_not_run_blind(store: CallStore) -> None:
-    _, saved = await leg_one()
+def begun_on_leg_one(store: CallStore) -> str:
     key = effect_key(CALL, "issue_credit", CREDIT)
     assert store.begin_effect(CALL, key, Effect(key, "issue_credit", "begun", 1).to_json()) is None
+    return key
+
+
+async def test_a_credit_begun_by_a_dead_leg_that_the_backend_never_received_runs_once_now(store: CallStore) -> None:
+    _, saved = await leg_one()
+    key = begun_on_leg_one(store)
+    second = resumed(saved)  # its backend holds what the call store saved: no credit with this key
+    second.effects = StoreEffectLog(store, CALL, 2)
+    result = await second.execute_tool("issue_credit", "r1", CREDIT)
+    assert result.get("credit_id") and len(credits(second)) == 1 and second.effects_unknown == []
+    assert Effect.from_json(key, store.begin_effect(CALL, key, "{}") or "").state == "done"
+    assert await second.execute_tool("issue_credit", "r2", CREDIT) == result  # and never twice
+    assert len(credits(second)) == 1
+
+
+async def test_a_credit_begun_by_a_dead_leg_that_the_backend_made_is_learned_not_run_again(store: CallStore) -> None:
+    first, _ = await leg_one()
+    first.effects = MemoryEffectLog()  # the credit runs on leg one; the call store only saw it begin
+    made = await first.execute_tool("issue_credit", "c3", CREDIT)
+    key = begun_on_leg_one(store)
+    second = resumed(encode(first))  # the backend kept the credit (the state was saved after it ran)
+    second.effects = StoreEffectLog(store, CALL, 2)
+    again = await second.execute_tool("issue_credit", "r1", CREDIT)
+    assert again == made and len(credits(second)) == 1 and second.effects_replayed == ["issue_credit"]
+    assert Effect.from_json(key, store.begin_effect(CALL, key, "{}") or "").result == made
+
+
+async def test_a_credit_begun_by_a_dead_leg_is_not_run_blind_when_the_backend_cannot_tell(store: CallStore) -> None:
+    _, saved = await leg_one()
+    begun_on_leg_one(store)
     second = resumed(saved)
+    second.domain = dataclasses.replace(second.domain, outcome_of=None)
     second.effects = StoreEffectLog(store, CALL, 2)
     result = await second.execute_tool("issue_credit", "r1", CREDIT)
     assert result["status"] == "unknown" and "not run again" in result["error"]
     assert credits(second) == [] and second.effects_unknown == ["issue_credit"]
     assert second.state.transcript.entries[-1].outcome is ToolOutcome.FAILED
+
+
+async def test_a_backend_that_fails_to_answer_leaves_the_outcome_unknown(store: CallStore) -> None:
+    _, saved = await leg_one()
+    begun_on_leg_one(store)
+    second = resumed(saved)
+
+    async def down(tool: str, key: str) -> Any:
+        raise ConnectionError("billing API unreachable")
+
+    second.domain = dataclasses.replace(second.domain, outcome_of=down)
+    second.effects = StoreEffectLog(store, CALL, 2)
+    result = await second.execute_tool("issue_credit", "r1", CREDIT)
+    assert result["status"] == "unknown" and credits(second) == []
 
 
 async def test_a_credit_the_backend_refused_may_be_asked_for_again() -> None:
@@ -192,16 +237,24 @@ async def test_a_credit_that_ran_is_recorded_even_when_the_turn_is_cancelled_mea
     assert log.effects[key].state == "done"  # recorded all the same: the next leg will not run it again
 
 
-async def test_a_credit_that_failed_without_a_refusal_is_never_run_blind_again() -> None:
+@pytest.mark.parametrize("backend_can_tell", [True, False])
+async def test_a_credit_that_failed_without_a_refusal_is_never_run_blind_again(backend_can_tell: bool) -> None:
     session, _ = await leg_one()
     session.effects = MemoryEffectLog()
     backend = session.domain.extra["backend"]
+    issue_credit = session.domain.handlers["issue_credit"]
 
     async def applied_then_timed_out(arguments: dict[str, Any], state: Any) -> dict[str, Any]:
-        await backend.issue_credit(arguments, state)
+        await issue_credit(arguments, state)
         raise TimeoutError("the billing system did not answer in time")
 
     session.domain.handlers["issue_credit"] = applied_then_timed_out
+    if not backend_can_tell:
+        session.domain = dataclasses.replace(session.domain, outcome_of=None)
     assert (await session.execute_tool("issue_credit", "c3", CREDIT))["status"] == "error"
     again = await session.execute_tool("issue_credit", "c4", CREDIT)
-    assert again["status"] == "unknown" and len(backend.credits) == 1  # may have gone through: not run again
+    assert len(backend.credits) == 1  # it went through: never a second credit
+    if backend_can_tell:
+        assert again.get("credit_id") == backend.credits[0]["credit_id"]  # learned from the backend
+    else:
+        assert again["status"] == "unknown"

@@ -19,7 +19,7 @@ from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
-from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, unknown_outcome
+from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, running, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
 from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
@@ -39,6 +39,9 @@ from voice_agent.policies.window import WindowPolicy
 
 MAX_UTTERANCE_CHARS = 2000
 """Longer caller utterances are cut (and the cut logged): one runaway STT segment must not blow the context."""
+
+_NEVER_RECEIVED = object()
+"""The backend's answer for a begun call it never received: it runs now."""
 
 
 @dataclass(frozen=True)
@@ -427,12 +430,38 @@ class CallSession:
             logger.warning("call {}: {} already made (leg {}); its recorded result is used, not run again",
                            self.call_id, name, prior.leg)
             return dataclasses.replace(admission, refusal=result)
+        learned = await self._learn_outcome(key, name, prior.leg)
+        if learned is _NEVER_RECEIVED:
+            logger.warning("call {}: {} was begun on leg {} and the backend never received it; it runs now",
+                           self.call_id, name, prior.leg)
+            return dataclasses.replace(admission, effect=key)
+        if learned is not None:
+            await self.settle_effect(name, dataclasses.replace(admission, effect=key), learned)
+            result = learned if isinstance(learned, dict) else {"result": learned}
+            self.tool_returned(name, call_id, admission, result)
+            self.effects_replayed.append(name)
+            logger.warning("call {}: {} was begun on leg {}; the backend had made it, its result is used",
+                           self.call_id, name, prior.leg)
+            return dataclasses.replace(admission, refusal=result)
         result = unknown_outcome(name, prior.leg)
         self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result, ToolOutcome.FAILED)
         self.effects_unknown.append(name)
         logger.error("call {}: {} was begun on leg {} and never finished; not run again (outcome unknown)",
                      self.call_id, name, prior.leg)
         return dataclasses.replace(admission, refusal=result)
+
+    async def _learn_outcome(self, key: str, name: str, leg: int) -> Any:
+        """What the backend says of a call a dead leg began: its result, :data:`_NEVER_RECEIVED`, or None (unknown)."""
+        lookup = self.domain.outcome_of
+        if lookup is None:
+            return None
+        try:
+            result = await lookup(name, key)
+        except Exception as exc:
+            logger.error("call {}: the backend could not say whether {} (leg {}) went through: {}", self.call_id,
+                         name, leg, exc)
+            return None
+        return _NEVER_RECEIVED if result is None else result
 
     def _give_back(self, begun: asyncio.Future[Any], key: str) -> None:
         if begun.cancelled() or begun.exception() is not None or begun.result() is not None:
@@ -501,7 +530,8 @@ class CallSession:
                                                      ToolOutcome.FAILED)
             return result
         try:
-            result = await handler(admission.arguments, self.state)
+            with running(admission.effect):
+                result = await handler(admission.arguments, self.state)
         except Exception as exc:
             if isinstance(exc, ToolError):  # refused: nothing done (anything else may have gone through)
                 await self.settle_effect(name, admission, None, failed=True)

@@ -7,8 +7,13 @@ same on every leg. Before it runs, the call's **effect log** is asked to begin i
 
 - nothing recorded: the key is taken and the tool runs; its result is recorded (:meth:`EffectLog.finish`);
 - recorded with its result: it is not run again; the recorded result is the tool's result (a replay);
-- begun on a leg that died before the result: the outcome cannot be known here, so it is not run again
+- begun on a leg that died before the result: the backend is asked by the key (a domain's
+  :data:`OutcomeLookup`): the result it kept is the tool's result (a replay), and a call it never received
+  runs now. Without a lookup (or when it fails) the outcome cannot be known here, so it is not run again
   and the model is told so (the caller hears that it may already be done, never a second credit).
+
+While a mutating call's tool runs, :func:`running_effect` gives its key: the idempotency key to hand the
+backend, so a backend that dedupes by it applies a call made again once.
 
 A call the backend refused (``ToolError``: it did nothing) is dropped from the log, so asking again may
 work; a call that failed otherwise (a timeout, a crash, a barge-in while it ran) stays begun: it may have
@@ -21,13 +26,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from voice_agent.core.tool_spec import ToolSpec
 
 EffectState = Literal["begun", "done"]
+
+OutcomeLookup = Callable[[str, str], Awaitable[Any]]
+"""Asks the backend for a mutating call by its effect key: ``(tool, key) -> result``, or None when the backend
+never received it. Raises when it cannot tell (the outcome stays unknown)."""
+
+_RUNNING: ContextVar[str | None] = ContextVar("running_effect", default=None)
+
+
+def running_effect() -> str | None:
+    """The effect key of the mutating call whose tool is running now (read inside its handler), else None."""
+    return _RUNNING.get()
+
+
+@contextmanager
+def running(key: str | None) -> Iterator[None]:
+    """Makes ``key`` the :func:`running_effect` of the code inside (a tool handler's run)."""
+    token = _RUNNING.set(key)
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
 
 
 def effect_key(call_id: str, tool: str, arguments: Mapping[str, Any], spec: ToolSpec | None = None) -> str:

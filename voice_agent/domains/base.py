@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from voice_agent.agent.brain import Brain
 from voice_agent.core.call_state import CallState
+from voice_agent.core.effects import OutcomeLookup
 from voice_agent.core.tool_spec import ToolSpec
 
 ToolHandler = Callable[[dict[str, Any], CallState], Awaitable[dict[str, Any]]]
@@ -35,6 +36,8 @@ class Domain:
         system_prompt: The agent's instructions; ``{today}`` and ``{reference_date}`` become the call's date, every
             other brace stays as written (no ``str.format``). Empty: the prompt is the LLM service's own.
         hard_constraints: Rules restated at the end of every context.
+        outcome_of: Asks the backend for a mutating call by its effect key, so a resumed leg learns the outcome
+            of a call a dead leg began (:mod:`voice_agent.core.effects`); None: such a call's outcome is unknown.
     """
 
     name: str
@@ -45,6 +48,7 @@ class Domain:
     system_prompt: str
     hard_constraints: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    outcome_of: OutcomeLookup | None = None
 
     def brain(self) -> Brain:
         """A new reference brain for this domain.

@@ -47,6 +47,7 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
         make_brain=BillingReferenceBrain,
         system_prompt=SYSTEM_PROMPT,
         hard_constraints=HARD_CONSTRAINTS,
+        outcome_of=store.outcome_of,
         extra={
             "backend": store,
             "handoff_card": handoff_card,

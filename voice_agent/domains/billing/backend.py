@@ -8,6 +8,7 @@ creates is kept per backend instance, so tests can assert the effects.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from voice_agent.core.call_state import CallState
+from voice_agent.core.effects import running_effect
 from voice_agent.datafiles import data_path
 from voice_agent.domains.base import ToolError, ToolHandler
 from voice_agent.domains.billing.handoff import handoff_card, render_handoff_card
@@ -66,6 +68,8 @@ class BillingBackend:
         callbacks: Callbacks booked through ``schedule_callback``.
         case_notes: Notes recorded through ``update_case``.
         transfers: Handoff cards produced by ``transfer_to_human``.
+        applied: Effect key -> the result of the mutating call made with it: a call made again with the same
+            key (a resumed leg) gets that result and changes nothing (the backend dedupes by the key).
     """
 
     accounts: dict[str, Record]
@@ -76,6 +80,7 @@ class BillingBackend:
     callbacks: list[Record] = field(default_factory=list)
     case_notes: list[Record] = field(default_factory=list)
     transfers: list[Record] = field(default_factory=list)
+    applied: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_directory(cls, data_dir: Path | str = DEFAULT_DATA_DIR) -> BillingBackend:
@@ -93,13 +98,15 @@ class BillingBackend:
 
     # --- effects, for a call that moves to another worker ----------------------------------------------------------
 
-    def effects(self) -> dict[str, list[Record]]:
+    def effects(self) -> dict[str, Any]:
         """What this backend's tool calls created, as plain data (a resumed call carries it to its new worker).
 
-        The seeded records stand in for a shared system of record; these lists are the part a real
-        backend would keep itself, so the call store carries them instead.
+        The seeded records stand in for a shared system of record; these lists (and the results by effect
+        key) are the part a real backend would keep itself, so the call store carries them instead.
         """
-        return {name: [dict(r) for r in getattr(self, name)] for name in EFFECT_LISTS}
+        effects: dict[str, Any] = {name: [dict(r) for r in getattr(self, name)] for name in EFFECT_LISTS}
+        effects["applied"] = copy.deepcopy(self.applied)
+        return effects
 
     def restore_effects(self, effects: Mapping[str, Any]) -> None:
         """Replaces the effects with ``effects`` (from :meth:`effects`); unknown names are ignored."""
@@ -107,6 +114,28 @@ class BillingBackend:
             records = effects.get(name)
             if isinstance(records, list):
                 setattr(self, name, [dict(r) for r in records if isinstance(r, Mapping)])
+        applied = effects.get("applied")
+        if isinstance(applied, Mapping):
+            self.applied = {str(k): copy.deepcopy(v) for k, v in applied.items()}
+
+    async def outcome_of(self, tool: str, key: str) -> Any:
+        """The result of the mutating call made with effect ``key``, or None when this backend never received
+        it (:data:`~voice_agent.core.effects.OutcomeLookup`)."""
+        return copy.deepcopy(self.applied.get(key))
+
+    def _deduped(self, handler: ToolHandler) -> ToolHandler:
+        """``handler``, applied once per effect key (:func:`~voice_agent.core.effects.running_effect`)."""
+
+        async def run(arguments: dict[str, Any], state: CallState) -> dict[str, Any]:
+            key = running_effect()
+            if key is not None and key in self.applied:
+                return copy.deepcopy(self.applied[key])
+            result = await handler(arguments, state)
+            if key is not None:
+                self.applied[key] = copy.deepcopy(result)
+            return result
+
+        return run
 
     # --- record access --------------------------------------------------------------------------------------------
 
@@ -324,9 +353,9 @@ class BillingBackend:
             "list_invoices": self.list_invoices,
             "get_invoice": self.get_invoice,
             "lookup_order": self.lookup_order,
-            "open_dispute": self.open_dispute,
-            "issue_credit": self.issue_credit,
-            "schedule_callback": self.schedule_callback,
+            "open_dispute": self._deduped(self.open_dispute),
+            "issue_credit": self._deduped(self.issue_credit),
+            "schedule_callback": self._deduped(self.schedule_callback),
             "update_case": self.update_case,
             "transfer_to_human": self.transfer_to_human,
         }
