@@ -37,6 +37,7 @@ from voice_agent.core.guards.date_guard import (
     echoes_day,
     is_affirmation,
 )
+from voice_agent.core.guards.tool_verbs import VerbMask, action_phrase, action_verbs
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
@@ -141,11 +142,19 @@ def spoken_date(d: date) -> str:
     return f"{d.strftime('%A')} {d.day} {d.strftime('%B')}"
 
 
-def readback_line(d: date, quotes: Sequence[str], what: str = "that") -> str:
-    """The confirmation the agent says: the caller's own words, verbatim, then the day."""
+def readback_line(d: date, quotes: Sequence[str], what: str = "that", action: str | None = None) -> str:
+    """The confirmation the agent says: the caller's own words, verbatim, then the day.
+
+    ``what`` is the thing booked ("the callback"); a tool that books nothing says its ``action`` instead
+    ("cancel the subscription").
+    """
+    said = " and ".join(f'"{q}"' for q in quotes)
+    if action is not None:
+        if not quotes:
+            return f"Just to confirm, shall I {action} on {spoken_date(d)}?"
+        return f"Before I {action}: you said {said}. Shall I still {action} on {spoken_date(d)}?"
     if not quotes:
         return f"Just to confirm, shall I book {what} for {spoken_date(d)}?"
-    said = " and ".join(f'"{q}"' for q in quotes)
     return f"Before I book it: you said {said}. Shall I still book {what} for {spoken_date(d)}?"
 
 
@@ -187,10 +196,13 @@ class DateContract:
         rules = self.guard.check_date(argument, raw, transcript, tool_name, binding)
         d = rules.value
         what = "the callback" if binding.topic in (None, "callback") else f"the {binding.topic}"
+        # A tool that books nothing known ("cancel_subscription") reads back its own action, not a callback.
+        action = action_phrase(tool_name) if binding.topic is None and tool_name != "the tool" else None
+        mask = VerbMask(action_verbs(tool_name))
         if d is None:
             return DateDecision(DateAction.REFUSE, Why.NOT_A_DATE, argument, None, rules.reason, rules.citations, "",
                                 rules)
-        said = self.guard.utterances(transcript)
+        said = mask.said(self.guard.utterances(transcript))
         model_breaks = tuple(s for s in reading.statements if s.excludes(d)) if reading and reading.ok else ()
         rule_breaks = rules.verdict in (DateVerdict.CONFLICT, DateVerdict.SUPERSEDED)
         assent = _last_assent(said, d, self.guard.reference)
@@ -199,12 +211,12 @@ class DateContract:
         touching = _touching(said if assent is None else said[: assent + 1], d, self.guard.reference)
         binding_said = [*touching, *_binding_statements(said, binding)]
 
-        def decision(action: DateAction, why: Why, reason: str, cites: Sequence[Citation]) -> DateDecision:
-            cites = tuple(dict.fromkeys(cites))
+        def decision(verdict: DateAction, why: Why, reason: str, cites: Sequence[Citation]) -> DateDecision:
+            cites = tuple(dict.fromkeys(mask.citation(c) for c in cites))
             line = ""
-            if action is DateAction.CONFIRM:
-                line = readback_line(d, [c.words for c in cites[:MAX_READBACK]], what)
-            return DateDecision(action, why, argument, d, reason, cites, line, rules, model_breaks, reading)
+            if verdict is DateAction.CONFIRM:
+                line = readback_line(d, [c.words for c in cites[:MAX_READBACK]], what, action)
+            return DateDecision(verdict, why, argument, d, reason, cites, line, rules, model_breaks, reading)
 
         model_cites = [Citation(s.turn, s.quote) for s in model_breaks]
         if assent is None:
@@ -239,7 +251,7 @@ class DateContract:
                       f"back. Read back their words and the day (the 'say' line) and call {tool_name} again only "
                       "after they say yes.")
             return decision(DateAction.CONFIRM, Why.SAID_MORE, reason, [*cites, *binding_said])
-        unheard_rules = [c for c in rules.citations if rule_breaks and not _in(c.words, acknowledged)]
+        unheard_rules = [c for c in rules.citations if rule_breaks and not _in(mask.text(c.words), acknowledged)]
         if unheard_rules:
             return decision(DateAction.CONFIRM, Why.BREAKS,
                             f"{rules.reason} Read back their words (the 'say' line) before booking.",
@@ -263,7 +275,7 @@ class DateContract:
                             f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
                             "back their words and the day (the 'say' line) and book only after their yes.",
                             [Citation(chose[0], chose[1]), *binding_said])
-        unheard_model = [c for c in model_cites if not _in(c.words, acknowledged)]
+        unheard_model = [c for c in model_cites if not _in(mask.text(c.words), acknowledged)]
         if unheard_model:
             return decision(DateAction.CONFIRM, Why.READERS_DISAGREE,
                             f"A second reading finds the caller's words against {d}. Read them back (the 'say' line).",
@@ -276,7 +288,7 @@ class DateContract:
                                 "limit the day. Read them back (the 'say' line).", unheard)
         return DateDecision(DateAction.RUN, Why.ASKED_LAST, argument, d,
                             f"The caller asked for or agreed to {d} on turn {heard.turn}.",
-                            (Citation(heard.turn, heard.text),), "", rules, model_breaks, reading)
+                            (mask.citation(Citation(heard.turn, heard.text)),), "", rules, model_breaks, reading)
 
 
 # -- reading the utterances ------------------------------------------------------------------------------------------
