@@ -115,6 +115,19 @@ def test_caller_stated_value_ok_for_lookup_refused_for_state_change() -> None:
     assert credit.verdict is IdVerdict.UNVERIFIED and "Look it up first" in credit.reason
 
 
+def test_the_refusal_names_the_calls_own_lookup_tools_never_another_domains() -> None:
+    from voice_agent.core.tool_spec import HarvestField
+
+    find = ToolSpec("find_order", "", (ToolParam("order_id", "", kind=ParamKind.IDENTIFIER, role="order"),),
+                    harvest=(HarvestField("order_id", role="order"),))
+    said = turns("my order is ORD 7K3Q9X")
+    (check,) = IdGuard(tools=[find, CREDIT_ORDER]).check(CREDIT_ORDER, {"order_id": "ORD-7K3Q9X"}, Ledger(), said)
+    assert check.verdict is IdVerdict.UNVERIFIED and "with find_order" in check.reason
+    assert "lookup_account" not in check.reason and "get_invoice" not in check.reason
+    (bare,) = IdGuard().check(CREDIT_ORDER, {"order_id": "ORD-7K3Q9X"}, Ledger(), said)
+    assert "with a tool that returns it" in bare.reason and "lookup_account" not in bare.reason
+
+
 def test_unverified_ledger_entry_refused_by_mutating_tool_until_verified() -> None:
     ledger = Ledger()
     ledger.record_from_caller("invoice", "INV-552190", 3)

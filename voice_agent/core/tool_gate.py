@@ -82,7 +82,7 @@ class ToolGate:
         self.tools = dict(tools)
         # The domains harvest every identifier a state-changing tool takes (lookup_order's invoice_id
         # included), so a mutation can insist on a ledger fact rather than a value a result mentioned.
-        self.id_guard = IdGuard(ledger_only_for_mutations=True)
+        self.id_guard = IdGuard(ledger_only_for_mutations=True, tools=tuple(self.tools.values()))
         self.quote_guard = QuoteGuard()
         self.date_guard = date_guard
         self.date_contract = DateContract(date_guard)

@@ -199,8 +199,15 @@ class IdGuard:
             gate turns it on.
     """
 
-    def __init__(self, *, ledger_only_for_mutations: bool = False) -> None:
+    def __init__(self, *, ledger_only_for_mutations: bool = False, tools: Sequence[ToolSpec] = ()) -> None:
         self.ledger_only_for_mutations = ledger_only_for_mutations
+        # Which of the call's tools return each identifier role: a refusal names them ("look it up first with
+        # lookup_order"), never a tool this call does not have.
+        self._lookups: dict[str, list[str]] = {}
+        for spec in tools:
+            for field in spec.harvest:
+                if field.role and "{" not in field.role and spec.name not in self._lookups.get(field.role, []):
+                    self._lookups.setdefault(field.role, []).append(spec.name)
 
     def check(
         self,
@@ -227,6 +234,12 @@ class IdGuard:
         scan = _Scan(ledger, recent, index)
         return [self._check_one(tool, name, str(value), scan) for name, value in present]
 
+    def _how(self, tool: ToolSpec, name: str) -> str:
+        """How to look up the identifier ``name`` of ``tool``: the call's tools that return its role."""
+        role = next((p.role for p in tool.params if p.name == name), None)
+        lookups = [t for t in self._lookups.get(role or "", []) if t != tool.name]
+        return f"with {' or '.join(lookups[:2])}" if lookups else "with a tool that returns it"
+
     def _check_one(self, tool: ToolSpec, name: str, value: str, scan: _Scan) -> IdCheck:
         # Exact ledger match first: the verbatim value, then the same identifier respaced or re-cased.
         matches = scan.ledger.find(value)
@@ -236,7 +249,8 @@ class IdGuard:
         if matches:
             verified = [e for e in matches if e.verified]
             if tool.mutates and not verified:
-                return IdCheck(name, value, IdVerdict.UNVERIFIED, _unverified_reason(tool, name), from_caller=True,
+                return IdCheck(name, value, IdVerdict.UNVERIFIED, _unverified_reason(tool, name, self._how(tool, name)),
+                               from_caller=True,
                                match=matches[0])
             return IdCheck(name, value, IdVerdict.OK, "in the ledger", match=(verified or matches)[0])
         if not forms.canonical:
@@ -262,7 +276,8 @@ class IdGuard:
             return IdCheck(name, value, IdVerdict.UNKNOWN, _unknown_reason(name, value))
         if tool.mutates and (not returned or self.ledger_only_for_mutations):
             # The caller's word alone never changes the account: it is looked up first.
-            reason = _unrecorded_reason(tool, name) if returned else _unverified_reason(tool, name)
+            how = self._how(tool, name)
+            reason = _unrecorded_reason(tool, name, how) if returned else _unverified_reason(tool, name, how)
             return IdCheck(name, value, IdVerdict.UNVERIFIED, reason, from_caller=not returned,
                            token=(returned or stated)[-1])
         if returned:
@@ -327,15 +342,15 @@ def _unknown_reason(name: str, value: str) -> str:
     )
 
 
-def _unverified_reason(tool: ToolSpec, name: str) -> str:
+def _unverified_reason(tool: ToolSpec, name: str, how: str) -> str:
     return (
         f"Rejected: {tool.name} changes the account, and {name} has only been stated by the caller, not confirmed "
-        "by a tool. Look it up first (for example with lookup_account or get_invoice), then retry."
+        f"by a tool. Look it up first ({how}), then retry."
     )
 
 
-def _unrecorded_reason(tool: ToolSpec, name: str) -> str:
+def _unrecorded_reason(tool: ToolSpec, name: str, how: str) -> str:
     return (
         f"Rejected: {tool.name} changes the account, and {name} is not a verified identifier in KNOWN FACTS. "
-        "Look it up first (for example with lookup_account or get_invoice), then retry."
+        f"Look it up first ({how}), then retry."
     )
