@@ -112,7 +112,8 @@ def test_wrong_value_names_the_key_and_where_to_set_it(tmp_path: Path, monkeypat
 def test_hosted_provider_without_key_names_its_variable(monkeypatch: pytest.MonkeyPatch, provider: str) -> None:
     monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", provider)
     variable = API_KEY_ENV[provider]
-    assert error_of() == f"settings: llm.provider={provider} needs {variable} (set it in the environment)"
+    local = ", or llm.base_url for a local server" if provider == "openai" else ""
+    assert error_of() == f"settings: llm.provider={provider} needs {variable} (set it in the environment{local})"
 
 
 def test_api_key_comes_from_the_provider_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,6 +132,14 @@ def test_explicit_api_key_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert settings.llm.api_key is not None
     assert settings.llm.api_key.get_secret_value() == "explicit"
     assert settings.llm.base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_a_local_server_needs_no_key_a_hosted_one_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    local = load_settings(write(tmp_path, '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:8000/v1"\n'))
+    assert local.llm.api_key is not None and local.llm.api_key.get_secret_value()
+    with pytest.raises(SettingsError, match="needs OPENAI_API_KEY"):
+        load_settings(write(tmp_path, '[llm]\nprovider = "openai"\n'))
 
 
 def test_base_url_only_for_openai(monkeypatch: pytest.MonkeyPatch) -> None:

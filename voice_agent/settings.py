@@ -394,6 +394,10 @@ def _describe(exc: ValidationError, toml: Mapping[str, Any], path: Path) -> str:
     return f"settings: {dotted}{shown} {where} is invalid: {message} (set {dotted} in {path} or {_env_name(loc)}){more}"
 
 
+LOCAL_SERVER_KEY = "no-key-needed"
+"""The key sent to ``llm.base_url`` when none is set: local OpenAI-compatible servers ignore it."""
+
+
 def _with_api_key(settings: Settings) -> Settings:
     """Fills ``llm.api_key`` from the provider's standard variable, or fails naming it."""
     llm = settings.llm
@@ -408,8 +412,11 @@ def _with_api_key(settings: Settings) -> Settings:
         return settings
     env = API_KEY_ENV[llm.provider]
     key = os.environ.get(env, "")
+    if not key and llm.base_url:
+        key = LOCAL_SERVER_KEY  # a local OpenAI-compatible server takes any key; the SDK insists on one
     if not key:
-        raise SettingsError(f"settings: llm.provider={llm.provider} needs {env} (set it in the environment)")
+        local = ", or llm.base_url for a local server" if llm.provider == "openai" else ""
+        raise SettingsError(f"settings: llm.provider={llm.provider} needs {env} (set it in the environment{local})")
     return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
 
 
