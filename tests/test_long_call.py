@@ -56,6 +56,7 @@ def test_the_public_names_resolve_and_importing_the_package_loads_no_pipecat() -
     assert len(voice_agent.__all__) <= 13
     for name in voice_agent.__all__:
         assert getattr(voice_agent, name) is not None
+    assert set(voice_agent.__all__) <= set(dir(voice_agent))  # completion finds them before their first use
     code = "import sys, voice_agent; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pipecat'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

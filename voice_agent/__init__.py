@@ -58,3 +58,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'voice_agent' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The public names too (loaded on first use), so completion and ``dir()`` find them."""
+    return sorted({*globals(), *_EXPORTS})

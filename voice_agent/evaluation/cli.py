@@ -234,7 +234,8 @@ def replay(
     if harvest not in ("ids", "echo"):
         _fail(f"--harvest takes ids or echo, got {harvest!r}")
     if not file.is_file():
-        _fail(f"no such file: {file}")
+        _fail(f"no such file: {file} (data from outside the repository, such as the public SGD calls, is not "
+              "shipped with the package: give the path to your copy)")
     try:
         settings = load_settings()
         telemetry = install_telemetry(settings.telemetry)

@@ -20,7 +20,7 @@ import typer
 
 from voice_agent.audio.manifest import AudioModelError
 from voice_agent.audio.stack import INTERIMS_HELP, AudioStack, SttKind, TtsKind, agent_ears, caller_voice
-from voice_agent.extras import need
+from voice_agent.extras import install_hint, need
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold
 
 if TYPE_CHECKING:
@@ -292,7 +292,8 @@ def talk_command(
     """Talks to the agent through this machine's microphone and speaker (needs PyAudio and a device)."""
     problem = local_audio_problem()
     if problem is not None:
-        _fail("talk", problem, code=1)
+        # A missing extra exits 3, as every command does; a machine without a device is another failure.
+        _fail("talk", problem, code=3 if "is not installed" in problem else 1)
     from voice_agent.settings import SettingsError
 
     chosen = _stack("talk", stack)
@@ -309,7 +310,7 @@ def local_audio_problem() -> str | None:
     try:
         pyaudio: Any = importlib.import_module("pyaudio")
     except (ImportError, OSError) as exc:
-        return f"no local audio: PyAudio/PortAudio is not installed ({exc}); pip install 'pipecat-ai[local]'"
+        return f"no local audio: PyAudio/PortAudio is not installed ({exc}); {install_hint('local')}"
     try:
         audio = pyaudio.PyAudio()
     except Exception as exc:
