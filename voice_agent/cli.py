@@ -111,9 +111,12 @@ def check_dates(
     binds: Annotated[
         str, typer.Option("--binds", help="Subjects that bind the date, comma-separated (availability, trip, booking).")
     ] = "availability",
-    topic: Annotated[str | None, typer.Option("--topic", help="What the date books: callback, car, hotel, ...")] = (
-        "callback"
+    tool: Annotated[str, typer.Option("--tool", help="The date tool's name, as your bot declares it "
+                                                     "(cancel_subscription): its verb and what it books.")] = (
+        "schedule_callback"
     ),
+    topic: Annotated[str | None, typer.Option("--topic", help="What the date books (callback, car, hotel, ...); "
+                                                              "default: read from the tool's name.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Prints each date statement in the lines (subject, kind, dates) and, with --date, the date contract's decision."""
@@ -140,7 +143,7 @@ def check_dates(
     if day is not None:
         lane = TranscriptLane.of_lines((who, text) for text, who in lines)
         param = ToolParam("date", "", kind=ParamKind.DATE, binds=tuple(s.value for s in subjects), topic=topic)
-        (made,) = DateContract(DateGuard(reference)).decide(ToolSpec("action", "", (param,)),
+        (made,) = DateContract(DateGuard(reference)).decide(ToolSpec(tool, "", (param,)),
                                                           {"date": day.isoformat()}, lane)
         decision = made.to_json()
     if as_json:
