@@ -113,11 +113,6 @@ def weekday_day_of_month(weekday: int, day: int, reference: date, past: bool) ->
     return None
 
 
-def day_on_or_after(day: int, floor: date) -> date | None:
-    """The first day numbered ``day`` on or after ``floor`` (for the end of "the 28th to the 3rd")."""
-    return day_of_month(day, floor, past=False)
-
-
 def week_start(d: date) -> date:
     """Monday of the week holding ``d``."""
     return d - timedelta(days=d.weekday())

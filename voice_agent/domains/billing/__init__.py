@@ -69,8 +69,18 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
     )
 
 
-BILLING: Domain = billing_domain()
-"""The billing domain over the seeded data (one shared backend: build your own for isolated effects)."""
+_shared: Domain | None = None
+
+
+def __getattr__(name: str) -> Domain:
+    """``BILLING``: the billing domain over the seeded data, one shared backend (build your own with
+    :func:`billing_domain` for isolated effects). Built on first use: importing the package reads no file."""
+    global _shared
+    if name != "BILLING":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _shared is None:
+        _shared = billing_domain()
+    return _shared
 
 __all__ = [
     "BILLING",
