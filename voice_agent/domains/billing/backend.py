@@ -38,6 +38,9 @@ Record = dict[str, Any]
 EFFECT_LISTS = ("disputes", "credits", "callbacks", "case_notes", "transfers")
 """The backend's effect lists (:meth:`BillingBackend.effects`)."""
 
+_EFFECT = "effect"
+"""The field of a created record that holds the effect key of the call that created it."""
+
 
 def _load(path: Path) -> list[Record]:
     records = json.loads(path.read_text(encoding="utf-8"))
@@ -68,8 +71,6 @@ class BillingBackend:
         callbacks: Callbacks booked through ``schedule_callback``.
         case_notes: Notes recorded through ``update_case``.
         transfers: Handoff cards produced by ``transfer_to_human``.
-        applied: Effect key -> the result of the mutating call made with it: a call made again with the same
-            key (a resumed leg) gets that result and changes nothing (the backend dedupes by the key).
     """
 
     accounts: dict[str, Record]
@@ -80,7 +81,6 @@ class BillingBackend:
     callbacks: list[Record] = field(default_factory=list)
     case_notes: list[Record] = field(default_factory=list)
     transfers: list[Record] = field(default_factory=list)
-    applied: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_directory(cls, data_dir: Path | str = DEFAULT_DATA_DIR) -> BillingBackend:
@@ -98,15 +98,14 @@ class BillingBackend:
 
     # --- effects, for a call that moves to another worker ----------------------------------------------------------
 
-    def effects(self) -> dict[str, Any]:
+    def effects(self) -> dict[str, list[Record]]:
         """What this backend's tool calls created, as plain data (a resumed call carries it to its new worker).
 
-        The seeded records stand in for a shared system of record; these lists (and the results by effect
-        key) are the part a real backend would keep itself, so the call store carries them instead.
+        The seeded records stand in for a shared system of record; these lists are the part a real
+        backend would keep itself, so the call store carries them instead. A record a mutating call created
+        carries that call's effect key (``effect``), which the backend dedupes by.
         """
-        effects: dict[str, Any] = {name: [dict(r) for r in getattr(self, name)] for name in EFFECT_LISTS}
-        effects["applied"] = copy.deepcopy(self.applied)
-        return effects
+        return {name: [dict(r) for r in getattr(self, name)] for name in EFFECT_LISTS}
 
     def restore_effects(self, effects: Mapping[str, Any]) -> None:
         """Replaces the effects with ``effects`` (from :meth:`effects`); unknown names are ignored."""
@@ -114,25 +113,36 @@ class BillingBackend:
             records = effects.get(name)
             if isinstance(records, list):
                 setattr(self, name, [dict(r) for r in records if isinstance(r, Mapping)])
-        applied = effects.get("applied")
-        if isinstance(applied, Mapping):
-            self.applied = {str(k): copy.deepcopy(v) for k, v in applied.items()}
+
+    def _made_with(self, key: str) -> Record | None:
+        """The record the mutating call with effect ``key`` created, as its handler returned it."""
+        for name in EFFECT_LISTS:
+            for record in getattr(self, name):
+                if record.get(_EFFECT) == key:
+                    return {k: copy.deepcopy(v) for k, v in record.items() if k != _EFFECT}
+        return None
 
     async def outcome_of(self, tool: str, key: str) -> Any:
         """The result of the mutating call made with effect ``key``, or None when this backend never received
         it (:data:`~voice_agent.core.effects.OutcomeLookup`)."""
-        return copy.deepcopy(self.applied.get(key))
+        return self._made_with(key)
 
     def _deduped(self, handler: ToolHandler) -> ToolHandler:
-        """``handler``, applied once per effect key (:func:`~voice_agent.core.effects.running_effect`)."""
+        """``handler``, applied once per effect key (:func:`~voice_agent.core.effects.running_effect`): the record
+        it creates is marked with the key, and a call made again with that key gets the record back."""
 
         async def run(arguments: dict[str, Any], state: CallState) -> dict[str, Any]:
             key = running_effect()
-            if key is not None and key in self.applied:
-                return copy.deepcopy(self.applied[key])
+            if key is None:
+                return await handler(arguments, state)
+            made = self._made_with(key)
+            if made is not None:
+                return made
+            sizes = {name: len(getattr(self, name)) for name in EFFECT_LISTS}
             result = await handler(arguments, state)
-            if key is not None:
-                self.applied[key] = copy.deepcopy(result)
+            for name in EFFECT_LISTS:
+                for record in getattr(self, name)[sizes[name]:]:
+                    record[_EFFECT] = key
             return result
 
         return run
