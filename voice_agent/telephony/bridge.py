@@ -137,6 +137,14 @@ class GuardedSerializer(FrameSerializer):
         self._closing = False
         self._media_frame = _media_decoder(inner)
 
+    def suspend_hang_up(self, suspended: bool) -> None:
+        """Keeps pipecat's serializer from hanging the call up when the stream ends (or lets it again).
+
+        A transfer moves the phone call away from this stream: the stream's end must not end the call.
+        """
+        if hasattr(self._inner, "_hangup_attempted"):  # pipecat's serializers hang up once, unless this is set
+            self._inner._hangup_attempted = suspended
+
     @property
     def violation_count(self) -> int:
         """Messages dropped so far."""

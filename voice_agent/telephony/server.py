@@ -1129,6 +1129,10 @@ class VoiceBridge:
             if live.recorder is not None:
                 live.recorder.error(f"transfer to {target} failed: {error}")
 
+        def moving(on: bool) -> None:
+            if live.serializer is not None:
+                live.serializer.suspend_hang_up(on)
+
         plivo_url = None
         if self.config.provider is Provider.PLIVO and settings.target is not None:
             key = secrets.token_urlsafe(16)
@@ -1138,7 +1142,7 @@ class VoiceBridge:
             plivo_url = urlunsplit((parts.scheme, parts.netloc, "/transfer", urlencode({"key": key}), ""))
         transfer = ProviderTransfer(self.config.provider, self.config.credentials, settings,
                                     record.provider_call_id or "", record.call_id, plivo_url=plivo_url,
-                                    transferred=transferred, failed=failed)
+                                    transferred=transferred, failed=failed, moving=moving)
         if session.domain.use_transfer(transfer):
             live.transfer = transfer
 

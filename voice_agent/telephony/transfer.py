@@ -162,12 +162,15 @@ class ProviderTransfer:
         plivo_url: Plivo: the ``aleg_url`` the bridge serves the call's transfer XML at.
         transferred: Awaited once the provider accepted (the bridge records it and ends the stream).
         failed: Called with the reason when the provider did not accept (the bridge records the error).
+        moving: Called with True before the provider is asked, False if it refused: while the call is being
+            moved, the end of its stream must not hang it up (the provider ends the stream as it moves it).
     """
 
     def __init__(
         self, provider: Provider, credentials: HangupCredentials, settings: TransferConfig, provider_call_id: str,
         call_id: str, *, plivo_url: str | None = None,
         transferred: Callable[[str], Awaitable[None]] | None = None, failed: Callable[[str], None] | None = None,
+        moving: Callable[[bool], None] | None = None,
     ) -> None:
         self.provider = provider
         self.credentials = credentials
@@ -177,6 +180,7 @@ class ProviderTransfer:
         self.plivo_url = plivo_url
         self._transferred = transferred
         self._failed = failed
+        self._moving = moving
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -213,11 +217,15 @@ class ProviderTransfer:
                 problem = await post_card(http, self.settings.card_url, payload)
                 if problem is not None:  # the caller still goes to a person, who then has to ask again
                     logger.error("call {}: handoff card not delivered: {}", self.call_id, problem)
+            if self._moving is not None:
+                self._moving(True)
             try:
                 await request_transfer(http, self.provider, self.credentials, self.provider_call_id, target,
                                        self.call_id, self.plivo_url)
             except TransferError as exc:
                 logger.error("call {}: transfer to {} failed: {}", self.call_id, target, exc)
+                if self._moving is not None:
+                    self._moving(False)
                 if self._failed is not None:
                     self._failed(str(exc))
                 raise
