@@ -19,6 +19,7 @@ lines are capped (about 1 KB in practice) while a card is several. So the card i
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -104,7 +105,7 @@ async def request_transfer(
     if provider is Provider.TWILIO:
         sid, token = credentials.twilio_account_sid or "", credentials.twilio_auth_token or ""
         url = f"{root}/2010-04-01/Accounts/{sid}/Calls/{provider_call_id}.json"
-        request = http.post(url, data={"Twiml": twilio_twiml(target, call_id)}, auth=aiohttp.BasicAuth(sid, token))
+        request = http.post(url, data={"Twiml": twilio_twiml(target, call_id)}, headers=_basic(sid, token))
     elif provider is Provider.TELNYX:
         body: dict[str, Any] = {"to": target}
         if is_sip(target):
@@ -115,7 +116,7 @@ async def request_transfer(
         auth_id, token = credentials.plivo_auth_id or "", credentials.plivo_auth_token or ""
         url = f"{root}/v1/Account/{auth_id}/Call/{provider_call_id}/"
         form = {"legs": "aleg", "aleg_url": plivo_url or "", "aleg_method": "POST"}
-        request = http.post(url, json=form, auth=aiohttp.BasicAuth(auth_id, token))
+        request = http.post(url, json=form, headers=_basic(auth_id, token))
     try:
         async with request as reply:
             if reply.status >= 300:
@@ -123,6 +124,11 @@ async def request_transfer(
                 raise TransferError(f"{provider.value} answered HTTP {reply.status}: {text}")
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise TransferError(f"{provider.value} did not answer ({type(exc).__name__}: {exc})") from None
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    """HTTP Basic auth, written out (aiohttp's helper for it is deprecated)."""
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")}
 
 
 def _root(provider: Provider, credentials: HangupCredentials) -> str:
