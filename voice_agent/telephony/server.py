@@ -639,11 +639,11 @@ class VoiceBridge:
         transfer, provider = self.config.transfer, self.config.provider
         missing = missing_credentials(provider, self.config.credentials)
         if transfer.target is None:
-            logger.warning("transfer: transfer.target is not set; transfer_to_human moves no call and the agent "
-                           "offers a callback (set [transfer] target or VOICE_AGENT_TRANSFER__TARGET)")
+            logger.warning("transfer: no transfer target; transfer_to_human moves no call and the agent offers a "
+                           "callback (set [transfer] target or VOICE_AGENT_TRANSFER__TARGET)")
         elif missing is not None:
-            logger.warning("transfer: {} is not set; transfer_to_human cannot move {} calls to {} and the agent "
-                           "offers a callback", missing, provider.value, transfer.target)
+            logger.warning("transfer: without {}, transfer_to_human cannot move {} calls to {}; the agent offers a "
+                           "callback", missing, provider.value, transfer.target)
         else:
             logger.info("transfer: transfer_to_human moves calls to {}", transfer.target)
 
