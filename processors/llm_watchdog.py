@@ -72,6 +72,7 @@ from voice_agent.core.llm_recovery import (
     RecoveryAction,
     RecoveryLines,
 )
+from voice_agent.core.transfer import NOT_TRANSFERRED
 from voice_agent.services.cut_streams import CutStream
 from voice_agent.session import CallSession
 
@@ -266,7 +267,8 @@ class LLMWatchdog:
                   f"({', '.join(kinds)}); the caller could not be answered.")
         call_id = f"llm-watchdog-transfer-{session.turn}"
         result = await session.execute_tool(self.config.transfer_tool, call_id, {"reason": reason})
-        refused = result.get("status") in ("rejected", "error", "cancelled")
+        # Not moved (no transfer target) is refused too: the caller must not hear they are being put through.
+        refused = result.get("status") in ("rejected", "error", "cancelled", NOT_TRANSFERRED)
         if refused:
             logger.error("call {}: transfer after LLM failures refused: {}", session.call_id, result)
         return not refused

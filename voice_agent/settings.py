@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -284,6 +285,41 @@ class StoreConfig(_Section):
         return self
 
 
+_TARGET = re.compile(r"^(?:\+[1-9]\d{6,14}|sips?:[^\s<>\"]+@[^\s<>\"]+)$")
+
+
+class TransferConfig(_Section):
+    """The transfer of a served call to a person (``transfer_to_human`` in ``voice-agent serve``).
+
+    Attributes:
+        target: Where the provider moves the call: a phone number in E.164 form (``+15550100100``) or a SIP
+            address (``sip:billing@pbx.example.com``). Unset: nothing is moved; the agent offers a callback,
+            and the server says so at start-up.
+        card_url: Where the handoff card is posted (JSON) before the call is moved, for the person's screen;
+            unset: the card stays in the call record only.
+        timeout_secs: Longest each request to the provider (and to ``card_url``) may take; past it the
+            transfer has failed and the caller is offered a callback.
+    """
+
+    target: str | None = None
+    card_url: str | None = None
+    timeout_secs: float = Field(default=5.0, gt=0.0, le=30.0)
+
+    @field_validator("target")
+    @classmethod
+    def _target_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _TARGET.match(value.strip()):
+            raise ValueError("must be an E.164 phone number (+15550100100) or a SIP address (sip:desk@example.com)")
+        return value.strip() if value is not None else None
+
+    @field_validator("card_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s):// URL")
+        return value
+
+
 # load_settings picks the file per call; settings_customise_sources is a classmethod with no
 # other way in, so the path travels in a context variable.
 _toml_path: ContextVar[Path | None] = ContextVar("voice_agent_settings_toml", default=None)
@@ -308,6 +344,7 @@ class Settings(BaseSettings):
     call: CallConfig = Field(default_factory=CallConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     dates: DatesConfig = Field(default_factory=DatesConfig)
+    transfer: TransferConfig = Field(default_factory=TransferConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -10,7 +10,9 @@ attempts all failed is a *failed request*, and the caller hears a line instead o
 * the first failed request of the call: a short apology ("Sorry, give me a moment.");
 * the next ones, before the ``transfer_after``-th: the apology with an offer of a callback;
 * the ``transfer_after``-th: the call is handed to a human (the domain's transfer tool, which builds
-  the handoff card), and the caller is told so; without a transfer tool, the callback offer again;
+  the handoff card and, in a served call, moves the phone call), and the caller is told so; without a
+  transfer tool, or when the tool did not move the call (no transfer target, a provider that failed),
+  the callback offer again;
 * any failure after the transfer: a holding line.
 
 The counts are per call and never reset: an LLM that fails every third turn still reaches the transfer.

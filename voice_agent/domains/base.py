@@ -13,6 +13,7 @@ from voice_agent.agent.brain import Brain
 from voice_agent.core.call_state import CallState
 from voice_agent.core.effects import OutcomeLookup
 from voice_agent.core.tool_spec import ToolSpec
+from voice_agent.core.transfer import CallTransfer
 
 ToolHandler = Callable[[dict[str, Any], CallState], Awaitable[dict[str, Any]]]
 """Runs a tool: (arguments, call state) -> structured result. Raises ToolError on bad input."""
@@ -84,6 +85,18 @@ class Domain:
         """One sentence on what callers talk about, a hint for the recogniser (``extra["recognizer_topic"]``)."""
         supplied = self.extra.get("recognizer_topic")
         return str(supplied) if supplied else None
+
+    def use_transfer(self, transfer: CallTransfer) -> bool:
+        """Gives the domain's transfer tool a served call's line to its provider (``extra["use_transfer"]``).
+
+        Returns:
+            Whether the domain took it (a domain without a transfer tool has nothing to move the call with).
+        """
+        use = self.extra.get("use_transfer")
+        if use is None:
+            return False
+        use(transfer)
+        return True
 
     def tool(self, name: str) -> ToolSpec | None:
         """The spec of tool ``name``, if the domain has it."""

@@ -64,6 +64,8 @@ class EndReason(StrEnum):
     ENDED = "ended"
     HANDED_OVER = "handed over"
     """A drain saved the call and closed its stream so the provider brings it back to another worker."""
+    TRANSFERRED = "transferred"
+    """The provider moved the call to the transfer target (``transfer_to_human``); the bot's stream ends."""
     STREAM_LOST = "stream lost"
     """No media from the provider for a lease (a half-open connection), or a later leg took the call: the
     stream is given up and the provider may bring the call back."""
@@ -74,6 +76,7 @@ CLOSE_CODES: dict[EndReason, int] = {
     EndReason.IDLE: 1000,
     EndReason.TIME_LIMIT: 1000,
     EndReason.ENDED: 1000,
+    EndReason.TRANSFERRED: 1000,
     EndReason.DRAINED: 1001,
     EndReason.HANDED_OVER: 1012,
     EndReason.STREAM_LOST: 1001,
@@ -133,6 +136,14 @@ class GuardedSerializer(FrameSerializer):
         """When the provider last sent anything (a live stream sends media every 20 ms, silence included)."""
         self._closing = False
         self._media_frame = _media_decoder(inner)
+
+    def suspend_hang_up(self, suspended: bool) -> None:
+        """Keeps pipecat's serializer from hanging the call up when the stream ends (or lets it again).
+
+        A transfer moves the phone call away from this stream: the stream's end must not end the call.
+        """
+        if hasattr(self._inner, "_hangup_attempted"):  # pipecat's serializers hang up once, unless this is set
+            self._inner._hangup_attempted = suspended
 
     @property
     def violation_count(self) -> int:

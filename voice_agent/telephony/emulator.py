@@ -10,8 +10,11 @@ caller stopped, then a stretch of silence and the end of playback), echoes ``mar
 the audio before them has played, counts ``clear`` messages, sends ``dtmf`` on request, and ends
 with ``stop``. When the server closes the stream before the lines are done, it follows the TwiML
 as Twilio does: the ``<Connect action>`` URL (or a ``<Redirect>``, after any ``<Pause>``) is
-requested with the same ``CallSid``, and a new stream carries the call on. The agent's audio is
-recorded to a WAV file, transcribed per turn, and the call is written out as JSON and text.
+requested with the same ``CallSid``, and a new stream carries the call on. When the server updates
+the call with new TwiML (the REST call update that :mod:`voice_agent.telephony.rest_emulator` fakes),
+it does as Twilio does: the stream stops and the new TwiML plays; a ``<Dial>`` ends the emulated call
+as transferred to its target. The agent's audio is recorded to a WAV file, transcribed per turn, and
+the call is written out as JSON and text.
 """
 
 from __future__ import annotations
@@ -136,7 +139,8 @@ class CallResult:
     """The outcome of one emulated call.
 
     Attributes:
-        status: ``completed``, ``refused`` (webhook said no), ``closed`` (the server closed the stream) or ``error``.
+        status: ``completed``, ``refused`` (webhook said no), ``closed`` (the server closed the stream),
+            ``transferred`` (the server updated the call with a ``<Dial>``) or ``error``.
         call_sid: The call id sent to the server.
         stream_sid: The stream id sent to the server.
         message: The refusal text or the error.
@@ -154,6 +158,7 @@ class CallResult:
         resume_gaps_ms: Per resume, what the caller heard as the gap: from the moment the stream dropped to
             the first voiced audio of the next stream.
         repeated: Lines said again on the next stream because the stream dropped before any reply to them.
+        transfer_target: Where a ``<Dial>`` the server updated the call with sent it (the transfer target).
     """
 
     status: str
@@ -172,6 +177,7 @@ class CallResult:
     legs: int = 0
     resume_gaps_ms: list[float] = field(default_factory=list)
     repeated: list[int] = field(default_factory=list)
+    transfer_target: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -186,6 +192,8 @@ class CallResult:
             out.append(f"AGENT ({latency}, {turn.agent_secs:.1f} s): {turn.agent_text or '(not transcribed)'}")
         if self.close_code is not None:
             out.append(f"[stream closed by server: {self.close_code} {self.close_reason}]")
+        if self.transfer_target is not None:
+            out.append(f"[transferred to {self.transfer_target}]")
         if self.legs > 1:
             gaps = ", ".join(f"{g:.0f} ms" for g in self.resume_gaps_ms)
             out.append(f"[resumed {self.legs - 1} time(s); gap as heard: {gaps}]")
@@ -207,6 +215,7 @@ class Instructions:
         redirect_url: A ``<Redirect>`` after the stream (or instead of one): requested next.
         pause_secs: ``<Pause length>`` before a redirect.
         said: Text of ``<Say>`` elements.
+        dial: What ``<Dial>`` calls: its ``<Number>``, ``<Sip>`` (without the URI's headers) or its own text.
     """
 
     stream_url: str | None = None
@@ -215,6 +224,7 @@ class Instructions:
     redirect_url: str | None = None
     pause_secs: float = 0.0
     said: str = ""
+    dial: str | None = None
 
     @property
     def after_stream(self) -> str | None:
@@ -237,6 +247,11 @@ def read_twiml(body: str) -> Instructions:
     redirect = root.find("./Redirect")
     pause = root.find("./Pause")
     said = " ".join(e.text or "" for e in root.iter() if e.tag in ("Say", "Speak")).strip()
+    dial = root.find("./Dial")
+    dialled = None
+    if dial is not None:
+        inner = next((e for e in dial if e.tag in ("Number", "Sip", "Client")), None)
+        dialled = ((inner.text if inner is not None else dial.text) or "").strip().partition("?")[0] or None
     return Instructions(
         stream_url=str(stream.get("url")) if stream is not None and stream.get("url") else None,
         parameters={p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")} if stream is not None
@@ -245,6 +260,7 @@ def read_twiml(body: str) -> Instructions:
         redirect_url=(redirect.text or "").strip() or None if redirect is not None else None,
         pause_secs=float(pause.get("length", "1")) if pause is not None else 0.0,
         said=said,
+        dial=dialled,
     )
 
 
@@ -318,6 +334,8 @@ class TwilioCallerEmulator:
         self._dropped_at: float | None = None
         self._leg_voiced: float | None = None
         self._result: CallResult | None = None
+        self._updated: Instructions | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- public ----------------------------------------------------------------------------------------------------
 
@@ -360,12 +378,17 @@ class TwilioCallerEmulator:
                 self._new_stream()
             result.legs += 1
             first = await self._run_stream(plan, lines, first, result, hangup_after)
+            if self._updated is not None:  # the server moved the call: Twilio plays the new TwiML, not the action
+                result.message = self._updated.said
+                if self._updated.dial is not None:
+                    result.status, result.transfer_target = "transferred", self._updated.dial
+                break
             dropped = self._closed is not None and hangup_after is None and first < len(lines)
             if not dropped or plan.after_stream is None or result.legs >= max_legs:
                 break
             self._dropped_at = self._closed_at
             target, status = plan.after_stream, "in-progress"
-        if self._closed is not None and result.status == "completed" and hangup_after is None:
+        if self._closed is not None and result.status == "completed" and hangup_after is None and not self._updated:
             result.status = "closed"
             result.close_code, result.close_reason = self._closed
         await self._finish(result)
@@ -438,6 +461,30 @@ class TwilioCallerEmulator:
         self._play_until = time.monotonic()
         self._first_voiced_after = None
         self._leg_voiced = None
+
+    def update(self, twiml: str) -> None:
+        """The call was updated with ``twiml`` (Twilio's REST call update): as Twilio does, the stream stops
+        (``stop``, then the socket closes) and the new TwiML plays.
+
+        Raises:
+            CallRefused: ``twiml`` is not TwiML.
+        """
+        self._updated = read_twiml(twiml)
+        task = asyncio.get_running_loop().create_task(self._stop_stream())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _stop_stream(self) -> None:
+        ws = self._ws
+        if ws is None or self._closed is not None:
+            return
+        with contextlib.suppress(ConnectionClosed):
+            await self._send({"event": "stop", "sequenceNumber": self._next_seq(), "streamSid": self.stream_sid,
+                              "stop": {"accountSid": self.config.account_sid, "callSid": self.call_sid}})
+        self._closed, self._closed_at = (1000, "call updated"), time.monotonic()
+        self._drained.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(), 3)
 
     async def send_dtmf(self, digits: str) -> None:
         """Sends keypad presses as Twilio ``dtmf`` events."""

@@ -158,16 +158,18 @@ def busy_instruction(provider: Provider, message: str = BUSY_MESSAGE) -> tuple[s
 
 @dataclass(frozen=True)
 class HangupCredentials:
-    """REST credentials that let pipecat's serializer hang up; all optional.
+    """REST credentials that let pipecat's serializer hang up and the bridge transfer a call; all optional.
 
     Attributes:
         twilio_account_sid: ``TWILIO_ACCOUNT_SID``.
         twilio_auth_token: ``TWILIO_AUTH_TOKEN`` (also validates webhook signatures).
         twilio_base_url: Another Twilio-compatible REST root (tests, self-hosted).
         telnyx_api_key: ``TELNYX_API_KEY``.
+        telnyx_base_url: Another Telnyx REST root (``TELNYX_API_BASE_URL``; tests).
         telnyx_public_key: ``TELNYX_PUBLIC_KEY``, base64: verifies Telnyx's Ed25519 webhook signatures.
         plivo_auth_id: ``PLIVO_AUTH_ID``.
         plivo_auth_token: ``PLIVO_AUTH_TOKEN`` (also validates Plivo's V3 webhook signatures).
+        plivo_base_url: Another Plivo REST root (``PLIVO_API_BASE_URL``; tests).
     """
 
     twilio_account_sid: str | None = None
@@ -177,6 +179,8 @@ class HangupCredentials:
     telnyx_public_key: str | None = None
     plivo_auth_id: str | None = None
     plivo_auth_token: str | None = None
+    telnyx_base_url: str | None = None
+    plivo_base_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> HangupCredentials:
@@ -190,6 +194,8 @@ class HangupCredentials:
             telnyx_public_key=env.get("TELNYX_PUBLIC_KEY") or None,
             plivo_auth_id=env.get("PLIVO_AUTH_ID") or None,
             plivo_auth_token=env.get("PLIVO_AUTH_TOKEN") or None,
+            telnyx_base_url=env.get("TELNYX_API_BASE_URL") or None,
+            plivo_base_url=env.get("PLIVO_API_BASE_URL") or None,
         )
 
     def can_hang_up(self, provider: Provider) -> bool:

@@ -66,6 +66,7 @@ from voice_agent.recording.tap import RecorderTap
 from voice_agent.retrieval.index import shared_index
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.session import CallSession
+from voice_agent.settings import TransferConfig
 from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
@@ -97,6 +98,7 @@ from voice_agent.telephony.providers import (
     stream_instruction,
 )
 from voice_agent.telephony.signatures import DEFAULT_TOLERANCE_SECS
+from voice_agent.telephony.transfer import ProviderTransfer, missing_credentials, plivo_xml
 from voice_agent.telephony.webhooks import (
     CREDENTIAL_VARIABLES,
     UNSIGNED_OVERALL,
@@ -200,6 +202,9 @@ class ServerConfig:
             another worker of the same store, instead of letting it finish here. Only right when another
             worker will answer (a fleet, or several workers behind ``voice-agent balance``); None: on in a
             fleet, off otherwise, since a lone worker's hand-over would send the call back to itself.
+        transfer: The ``transfer`` settings: where ``transfer_to_human`` moves a call (``target``), where its
+            handoff card goes (``card_url``), how long the provider may take. Without a target (or the
+            provider's REST credentials) nothing is moved and the agent offers a callback.
         gc_young_threshold: Net allocations between the garbage collector's young collections once warmed up,
             with what start-up left alive frozen out of every collection (:mod:`voice_agent.telephony.heap`):
             full collections pause every call of the process. 0: CPython's collector as it is.
@@ -241,6 +246,7 @@ class ServerConfig:
     fleet: Fleet | None = None
     hand_over: bool | None = None
     gc_young_threshold: int = DEFAULT_YOUNG_THRESHOLD
+    transfer: TransferConfig = field(default_factory=TransferConfig)
 
     @property
     def hands_over(self) -> bool:
@@ -314,6 +320,8 @@ class CallRecord:
         resume_key: The secret in this leg's action URL: the provider's request to resume the call after this
             leg must carry it (a replayed webhook of the call, or of an earlier leg, does not).
         returning_key: The previous leg's key the provider came back with ("" for a new call).
+        transfer: The call's transfer, once asked for: ``target`` and ``status`` (``transferred`` or
+            ``failed``, with the ``error``).
     """
 
     call_id: str
@@ -339,6 +347,7 @@ class CallRecord:
     address: str | None = None
     resume_key: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     returning_key: str = ""
+    transfer: dict[str, str] = field(default_factory=dict)
 
     def transcript_lines(self) -> list[str]:
         """The transcript so far (live while the call runs)."""
@@ -353,7 +362,7 @@ class CallRecord:
             "started": self.started, "ended": self.ended, "reason": self.reason, "end": self.end,
             "violations": dict(self.violations), "marks": self.marks, "dtmf_count": len(self.dtmf),
             "transcript_entries": len(self.transcript_lines()), "config": self.extra.get("config"),
-            "leg": self.leg, "resumed_at_turn": self.resumed_at_turn,
+            "leg": self.leg, "resumed_at_turn": self.resumed_at_turn, "transfer": dict(self.transfer) or None,
         }
 
 
@@ -563,6 +572,7 @@ class _LiveCall:
     """The last turn the agent finished answering (a drain hands the call over between turns)."""
     serializer: GuardedSerializer | None = None
     close: Callable[[str, EndReason], Awaitable[None]] | None = None
+    transfer: ProviderTransfer | None = None
 
 
 def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
@@ -619,7 +629,23 @@ class VoiceBridge:
             logger.warning("webhooks: {} is not set, {} webhook signatures are not checked (development mode: "
                            "unsigned webhooks are rate-limited; --production requires signatures)",
                            CREDENTIAL_VARIABLES[config.provider], config.provider.value)
+        self._transfer_xml: dict[str, str] = {}
+        """Plivo: the transfer XML of each call being moved, by the one-time key in its ``aleg_url``."""
+        self._log_transfer_setting()
         self.app = self._build_app()
+
+    def _log_transfer_setting(self) -> None:
+        """One line at start-up when ``transfer_to_human`` cannot move calls (the agent offers a callback)."""
+        transfer, provider = self.config.transfer, self.config.provider
+        missing = missing_credentials(provider, self.config.credentials)
+        if transfer.target is None:
+            logger.warning("transfer: no transfer target; transfer_to_human moves no call and the agent offers a "
+                           "callback (set [transfer] target or VOICE_AGENT_TRANSFER__TARGET)")
+        elif missing is not None:
+            logger.warning("transfer: without {}, transfer_to_human cannot move {} calls to {}; the agent offers a "
+                           "callback", missing, provider.value, transfer.target)
+        else:
+            logger.info("transfer: transfer_to_human moves calls to {}", transfer.target)
 
     # --- app -------------------------------------------------------------------------------------------------------
 
@@ -629,8 +655,16 @@ class VoiceBridge:
         app.add_api_route("/readyz", self._readyz, methods=["GET"])
         app.add_api_route("/calls", self._calls, methods=["GET"])
         app.add_api_route("/voice", self._voice, methods=["POST"])
+        app.add_api_route("/transfer", self._transfer_answer, methods=["GET", "POST"])
         app.add_api_websocket_route("/ws", self._ws)
         return app
+
+    async def _transfer_answer(self, request: Request) -> Response:
+        """Plivo's ``aleg_url`` of a call being moved: its transfer XML, once, for the one-time key."""
+        xml = self._transfer_xml.pop(request.query_params.get("key", ""), None)
+        if xml is None:
+            return Response("unknown transfer", status_code=404)
+        return Response(xml, media_type="application/xml")
 
     async def _healthz(self) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -1019,6 +1053,7 @@ class VoiceBridge:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
+        self._connect_transfer(websocket, record, live, parts.session, close_call)
         serializer: GuardedSerializer | None = None
         try:
             serializer = GuardedSerializer(
@@ -1047,6 +1082,11 @@ class VoiceBridge:
         finally:
             with contextlib.suppress(Exception):
                 parts.session.close()
+            if live.transfer is not None:
+                # A provider that accepted the transfer may have ended the stream before it answered us.
+                await live.transfer.settled()
+                if live.transfer.plivo_url:
+                    self._transfer_xml.pop(live.transfer.plivo_url.rpartition("key=")[2], None)
             if serializer is not None:
                 for kind, count in serializer.violations.items():
                     record.violations[kind] = record.violations.get(kind, 0) + count
@@ -1061,6 +1101,50 @@ class VoiceBridge:
                 await self._finish(record, parts.session, live.recorder, live.journal)
             finally:  # a handler cancelled while its records reach the disk still closes the stream
                 await _close(websocket, *_close_code(record))
+
+    def _connect_transfer(
+        self, websocket: WebSocket, record: CallRecord, live: _LiveCall, session: CallSession,
+        close_call: Callable[[str, EndReason], Awaitable[None]],
+    ) -> None:
+        """Gives the call's domain its line to the provider, so ``transfer_to_human`` moves the phone call.
+
+        Every served call gets one: without a transfer target it moves nothing and the tool says so (the agent
+        offers a callback). Once the provider accepted, the call is recorded as transferred and its stream ends.
+        """
+        settings = self.config.transfer
+
+        async def transferred(target: str) -> None:
+            record.transfer = {"target": target, "status": "transferred"}
+            # Whatever the stream did once the provider took the call (Twilio stops it), the transfer is why it ended.
+            record.end, record.reason = EndReason.TRANSFERRED.value, f"transferred to {target}"
+            if live.journal is not None:
+                live.journal.write("event", event="transferred", target=target, turn=session.turn)
+            await close_call(record.reason, EndReason.TRANSFERRED)
+
+        def failed(error: str) -> None:
+            target = settings.target or ""
+            record.transfer = {"target": target, "status": "failed", "error": error}
+            if live.journal is not None:
+                live.journal.write("event", event="transfer failed", target=target, error=error, turn=session.turn)
+            if live.recorder is not None:
+                live.recorder.error(f"transfer to {target} failed: {error}")
+
+        def moving(on: bool) -> None:
+            if live.serializer is not None:
+                live.serializer.suspend_hang_up(on)
+
+        plivo_url = None
+        if self.config.provider is Provider.PLIVO and settings.target is not None:
+            key = secrets.token_urlsafe(16)
+            self._transfer_xml[key] = plivo_xml(settings.target, record.call_id)
+            base = self.config.public_url or str(websocket.base_url).replace("ws", "http", 1)
+            parts = urlsplit(base)
+            plivo_url = urlunsplit((parts.scheme, parts.netloc, "/transfer", urlencode({"key": key}), ""))
+        transfer = ProviderTransfer(self.config.provider, self.config.credentials, settings,
+                                    record.provider_call_id or "", record.call_id, plivo_url=plivo_url,
+                                    transferred=transferred, failed=failed, moving=moving)
+        if session.domain.use_transfer(transfer):
+            live.transfer = transfer
 
     def _open_journal(self, record: CallRecord) -> CallJournal | None:
         """The call's append-only record file, with its opening line (None without a transcript directory)."""

@@ -52,6 +52,8 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
             "backend": store,
             "handoff_card": handoff_card,
             "render_handoff_card": render_handoff_card,
+            # A served call's line to its provider: transfer_to_human then moves the phone call.
+            "use_transfer": store.use_transfer,
             # How callers spell identifiers out loud (# digit, X letter or digit), for the audio path.
             "spoken_id_shapes": ("ACC-####-##", "INV-####-####", "ORD-XXXXXX"),
             # The ledger role of an identifier the caller states, by its shape (the tools' own roles).

@@ -19,6 +19,7 @@ from typing import Any
 
 from voice_agent.core.call_state import CallState
 from voice_agent.core.effects import running_effect
+from voice_agent.core.transfer import CALLBACK_INSTEAD, NOT_TRANSFERRED, TRANSFERRED, CallTransfer, TransferError
 from voice_agent.datafiles import data_path
 from voice_agent.domains.base import ToolError, ToolHandler
 from voice_agent.domains.billing.handoff import handoff_card, render_handoff_card
@@ -70,7 +71,10 @@ class BillingBackend:
         credits: Credits applied through ``issue_credit``.
         callbacks: Callbacks booked through ``schedule_callback``.
         case_notes: Notes recorded through ``update_case``.
-        transfers: Handoff cards produced by ``transfer_to_human``.
+        transfers: Handoff cards produced by ``transfer_to_human`` (each with its ``status``, and its ``target``
+            when the call was moved).
+        transfer: A served call's line to its provider (:mod:`voice_agent.core.transfer`); None outside a
+            served call, where ``transfer_to_human`` only builds the handoff card.
     """
 
     accounts: dict[str, Record]
@@ -81,6 +85,7 @@ class BillingBackend:
     callbacks: list[Record] = field(default_factory=list)
     case_notes: list[Record] = field(default_factory=list)
     transfers: list[Record] = field(default_factory=list)
+    transfer: CallTransfer | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_directory(cls, data_dir: Path | str = DEFAULT_DATA_DIR) -> BillingBackend:
@@ -146,6 +151,10 @@ class BillingBackend:
             return result
 
         return run
+
+    def use_transfer(self, transfer: CallTransfer) -> None:
+        """``transfer_to_human`` moves the call through ``transfer`` from now on (a served call's provider line)."""
+        self.transfer = transfer
 
     # --- record access --------------------------------------------------------------------------------------------
 
@@ -349,12 +358,34 @@ class BillingBackend:
         return {"status": "noted", **note}
 
     async def transfer_to_human(self, arguments: dict[str, Any], state: CallState) -> dict[str, Any]:
-        """Handler of ``transfer_to_human``: builds the handoff card so the caller repeats nothing."""
+        """Handler of ``transfer_to_human``: builds the handoff card, then moves a served call to its target.
+
+        Outside a served call (no :attr:`transfer`) the card is the whole transfer, as before. In a served
+        call without a transfer target nothing is moved and the result says so (:data:`NOT_TRANSFERRED`),
+        so the agent offers a callback instead of pretending.
+
+        Raises:
+            ToolError: The provider did not move the call; the message tells the model to offer a callback.
+        """
         reason = _text_arg(arguments, "reason")
         card = handoff_card(state)
         card["reason"] = reason
-        self.transfers.append(card)
-        return {"status": "transferred", "queue": "billing_specialists", "handoff": render_handoff_card(card)}
+        rendered = render_handoff_card(card)
+        line = self.transfer
+        if line is None:
+            self.transfers.append({**card, "status": TRANSFERRED})
+            return {"status": TRANSFERRED, "queue": "billing_specialists", "handoff": rendered}
+        if line.target is None:
+            self.transfers.append({**card, "status": NOT_TRANSFERRED})
+            return {"status": NOT_TRANSFERRED, "why": "No transfer target is configured for this line.",
+                    "instead": CALLBACK_INSTEAD}
+        try:
+            await line.transfer(card)
+        except TransferError as exc:
+            self.transfers.append({**card, "status": "failed", "target": line.target, "error": str(exc)})
+            raise ToolError(f"The transfer failed ({exc}). {CALLBACK_INSTEAD}") from None
+        self.transfers.append({**card, "status": TRANSFERRED, "target": line.target})
+        return {"status": TRANSFERRED, "target": line.target, "handoff": rendered}
 
     def handlers(self) -> dict[str, ToolHandler]:
         """Tool name -> handler, for every billing tool."""

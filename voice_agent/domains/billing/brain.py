@@ -28,6 +28,7 @@ from voice_agent.core.dates import (
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.signals import without_quotes
 from voice_agent.core.guards.date_guard import is_affirmation
+from voice_agent.core.transfer import TRANSFERRED
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.policies.pipecat_builtin import SUMMARY_PREFIX, is_pipecat_summary
 
@@ -148,6 +149,10 @@ _CONFIRM = {
         "so you won't need to repeat yourself."
     ),
 }
+# A transfer that did not happen (no transfer target, or the provider failed): the caller hears the truth and
+# is offered a callback, which the next turn books (schedule_callback asks for the day).
+_NO_TRANSFER = ("I'm sorry, I can't put you through to a colleague right now. I can have a billing specialist "
+                "call you back instead. Which day would suit you?")
 _SEARCH_DAYS = 90
 
 
@@ -398,6 +403,8 @@ class BillingReferenceBrain:
         if plan.asks_for and not plan.tool_calls:
             return plan
         done = [r for r in ctx.trailing if r.result is not None]
+        if done and done[-1].name == "transfer_to_human" and _status(done[-1]) != TRANSFERRED:
+            return BrainReply(text=_NO_TRANSFER, asks_for="date")
         return BrainReply(text=self._confirmation(done[-1] if done else None))
 
     def _done(self, ctx: _Context, call: ToolCallRequest) -> bool:
@@ -438,6 +445,8 @@ class BillingReferenceBrain:
 
     @staticmethod
     def _after_error(result: _ToolResult) -> BrainReply:
+        if result.name == "transfer_to_human":
+            return BrainReply(text=_NO_TRANSFER, asks_for="date")
         error = str((result.result or {}).get("error", "")).lower()
         # The identifier the error names first is the one it is about ("Invoice X does not belong to account Y").
         named = sorted(
