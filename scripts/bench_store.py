@@ -5,7 +5,8 @@ PATH (``scripts/ensure_redis`` installs it); the script starts its own on a free
 
 1. States of a ``billing_dispute`` call played through the real pipeline in text mode, at turns 10, 300 and
    1,000 (after the 36 scripted turns the caller goes on asking the scenario's questions again). For SQLite
-   (a temporary file, WAL) and Redis: the save after a turn as a served call makes it (what the turn
+   (a temporary file, WAL, in the store's own process as served; ``in-proc``: opened in this process, what the
+   isolation costs) and Redis: the save after a turn as a served call makes it (what the turn
    changed: the bounded head and the items it appended, encoded and written atomically) beside the state
    saved whole (the baseline, what every save cost before), the load on resume (read + decode + restore into
    a new session), p50 / p99, and the sizes. Also beside them, what every served call already pays per
@@ -46,6 +47,7 @@ from voice_agent.simulation.runner import caller_lines  # noqa: E402
 from voice_agent.simulation.text_call import CallerLine, run_text_call  # noqa: E402
 from voice_agent.store import CallStore, encode, open_store, restore  # noqa: E402
 from voice_agent.store.codec import counts, decode_changes, encode_changes  # noqa: E402
+from voice_agent.store.sqlite import SQLiteCallStore  # noqa: E402
 from voice_agent.telephony.journal import CallJournal  # noqa: E402
 
 SCENARIO = load_scenario("billing_dispute")
@@ -219,6 +221,9 @@ def main() -> None:
                 opened = open_store(backend, **kwargs)
                 assert opened is not None
                 stores[backend] = opened
+            # What the isolation costs: the same file opened in this process (the store served before it ran in a
+            # process of its own, where a SIGBUS in SQLite's shared memory took the worker with it).
+            stores["in-proc"] = SQLiteCallStore(tmp / "bench-in-process.sqlite3")
             rows = []
             for turns, (parts, before) in states.items():
                 journal = bench_journal(parts, tmp / "records", args.reps)
@@ -243,6 +248,8 @@ def main() -> None:
                       f"{args.gap_trials} calls per kind and store, fake audio stack, emulator at 8x)\n")
                 print(f"{'store':<7} {'cut':<16} {'p50 ms':>8} {'max ms':>8}  gaps ms")
                 for backend, store in stores.items():
+                    if backend == "in-proc":
+                        continue
                     env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
                            "VOICE_AGENT_SUMMARIZER__KIND": "extractive",
                            "VOICE_AGENT_CALL__REFERENCE_DATE": REFERENCE_DATE.isoformat(),

@@ -208,9 +208,11 @@ def open_store(backend: str, *, path: Path | str | None = None, url: str | None 
     if backend == "none":
         return None
     if backend == "sqlite":
-        from voice_agent.store.sqlite import SQLiteCallStore
+        # In a child process of its own: a fault in SQLite's shared memory (SIGBUS) ends that process, not the worker.
+        from voice_agent.store.sqlite_process import IsolatedSQLiteStore
 
-        return SQLiteCallStore(Path(path) if path is not None else default_sqlite_path(), retention_secs=retention_secs)
+        return IsolatedSQLiteStore(Path(path) if path is not None else default_sqlite_path(),
+                                   retention_secs=retention_secs)
     if backend == "redis":
         from voice_agent.extras import need
 

@@ -4,10 +4,13 @@ Workers on one port (one listening socket they inherit) each get the connections
 webhook and its media stream usually reach different workers. The stream token must therefore be
 known to every worker: :class:`LocalFleet` keeps the same contract as the Redis
 :class:`~voice_agent.telephony.fleet.Fleet` (one-time tokens claimed by exactly one worker, a
-fleet-wide call cap with leased slots, the shared call registry) in a WAL-mode SQLite file that
-the supervisor creates for its workers. Each operation is one short transaction, once per call, run
-in a thread (a worker waiting for another's write lock holds up none of its calls' audio); a file
-that cannot be read or written raises :class:`FleetUnavailable`, as Redis being down does.
+fleet-wide call cap with leased slots, the shared call registry) in a SQLite file that the supervisor
+creates for its workers. The file keeps a rollback journal, not WAL: WAL would share its ``-shm`` file between
+the workers as memory, and a ``-shm`` cut short or made immutable under them (a temporary-file cleaner) kills
+each worker that touches it with SIGBUS; a rollback journal maps nothing, so such a fault is an error here
+like any other, and without ``fsync`` its commits cost about 0.1 ms more. Each operation is one short
+transaction, once per call, run in a thread (a worker waiting for another's write lock holds up none of its
+calls' audio); a file that cannot be read or written raises :class:`FleetUnavailable`, as Redis being down does.
 """
 
 from __future__ import annotations
@@ -61,12 +64,13 @@ class LocalFleet(Fleet):
         os.chmod(path, 0o600)
         self._db = sqlite3.connect(str(path), timeout=lock_timeout_secs, isolation_level=None,
                                    check_same_thread=False)
-        # Workers start together: switching the file to WAL needs it alone, and SQLite can answer "locked" at
-        # once instead of waiting, so the set-up is retried for a while (then the error is the worker's).
+        # Workers start together and SQLite can answer "locked" at once instead of waiting (a file another worker
+        # is still creating), so the set-up is retried for a while (then the error is the worker's).
         deadline = time.monotonic() + max(10.0, lock_timeout_secs)
         while True:
             try:
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA journal_mode=TRUNCATE")  # no -shm: nothing shared as memory
+                self._db.execute("PRAGMA mmap_size=0")  # nor the file itself (SQLite's default, whatever the build)
                 # No fsync: the file lives as long as its supervisor, and a commit waiting for the disk would hold
                 # up this worker's event loop (every call's audio) and the other workers waiting for the lock.
                 self._db.execute("PRAGMA synchronous=OFF")
