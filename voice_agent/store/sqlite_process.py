@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import resource
 import signal
@@ -42,7 +43,11 @@ _CALLS = frozenset({"save", "save_changes", "load", "find", "end", "open_leg", "
 _FS_IOC_GETFLAGS = 0x80086601
 _FS_IMMUTABLE_FL = 0x10
 _SHM_REGION = 32768  # SQLite maps the -shm in 32 KiB regions: a file shorter than one was cut under its users
-_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+_CHILD = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+          "from voice_agent.store.sqlite_process import serve; serve(int(sys.argv[2]))")
+"""The store's process: the worker's import path first, so it runs this very code (installed or a checkout)."""
 
 
 def shm_problem(path: Path) -> str:
@@ -111,9 +116,7 @@ class IsolatedSQLiteStore(CallStore):
             # Its own session: the terminal's Ctrl-C is the worker's to handle; the child ignores SIGTERM too, so a
             # draining worker still saves the calls it hands over. It ends when the worker's end of the socket closes.
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                 "from voice_agent.store.sqlite_process import serve; serve(int(sys.argv[2]))", _ROOT,
-                 str(theirs.fileno())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-c", _CHILD, json.dumps([p for p in sys.path if p]), str(theirs.fileno())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             ours.close()
             raise StoreError(f"sqlite store {self.path}: cannot start its process: {exc}") from None
