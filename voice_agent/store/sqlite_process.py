@@ -116,7 +116,8 @@ class IsolatedSQLiteStore(CallStore):
             # Its own session: the terminal's Ctrl-C is the worker's to handle; the child ignores SIGTERM too, so a
             # draining worker still saves the calls it hands over. It ends when the worker's end of the socket closes.
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, json.dumps([p for p in sys.path if p]), str(theirs.fileno())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-c", _CHILD, json.dumps([p for p in sys.path if p]), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             ours.close()
             raise StoreError(f"sqlite store {self.path}: cannot start its process: {exc}") from None
