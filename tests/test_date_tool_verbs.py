@@ -5,14 +5,17 @@ tool the same words keep their meaning: "cancel the callback on the 9th" never b
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
+import yaml
 
 from voice_agent.core.guards.date_contract import DateAction, DateContract
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.tool_verbs import action_phrase, action_verbs
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import TranscriptLane
+from voice_agent.datafiles import data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
 TODAY = dt.date(2026, 12, 3)
@@ -78,3 +81,44 @@ def test_a_ruled_out_day_of_a_cancel_tool_never_runs() -> None:
     decision = decide(tool("cancel_subscription"), dt.date(2026, 12, 20),
                       "Don't cancel it before Christmas, the kids are using it", "Cancel it on the 20th")
     assert decision.action is not DateAction.RUN
+
+
+# -- the caller saying the tool's own action (wordings written here, not from the blind set) -----------------------
+
+@pytest.mark.parametrize(("name", "said", "day"), [
+    ("move_out", "we're moving out on the 22nd of December", dt.date(2026, 12, 22)),
+    ("stop_milk", "stop the milk from the 14th please", dt.date(2026, 12, 14)),
+    ("collect_bin", "I'll be collecting it on the 15th of December", dt.date(2026, 12, 15)),
+])
+def test_the_caller_saying_the_tools_own_action_on_a_day_asks_for_it(name: str, said: str, day: dt.date) -> None:
+    decision = decide(tool(name), day, said)
+    assert decision.action is DateAction.RUN, decision.reason
+
+
+def test_a_yes_to_the_action_from_a_day_runs_and_uh_huh_is_a_yes() -> None:
+    decision = decide(tool("stop_milk"), dt.date(2026, 12, 14), "agent: Shall I stop the milk from Monday 14 December?",
+                      "uh-huh, go on")
+    assert decision.action is DateAction.RUN, decision.reason
+
+
+@pytest.mark.parametrize("said", ["we're moving out on the 22nd, no sorry, the 23rd",
+                                  "we were moving out on the 22nd but that fell through"])
+def test_the_tools_own_action_never_runs_a_day_taken_back(said: str) -> None:
+    assert decide(tool("move_out"), dt.date(2026, 12, 22), said).action is not DateAction.RUN
+
+
+def load_set(half: str) -> list[dict[str, Any]]:
+    return list(yaml.safe_load(data_path("evals", "dates", "tools", f"{half}.yaml").read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("half", ["dev", "test"])
+def test_the_blind_tool_cases_never_run_a_day_that_must_not_run(half: str) -> None:
+    unsafe = []
+    for case in load_set(half):
+        spec = ToolSpec(case["tool"], "", (ToolParam("date", "", ParamKind.DATE),))
+        lines = [("agent", t[6:].strip()) if t.lower().startswith("agent:") else ("caller", t) for t in case["lines"]]
+        (decision,) = DateContract(DateGuard(dt.date.fromisoformat(case["reference_date"]))).decide(
+            spec, {"date": case["date"]}, TranscriptLane.of_lines(lines))
+        if case["expect"] != "run" and decision.action is DateAction.RUN:
+            unsafe.append(case["id"])
+    assert unsafe == []

@@ -107,8 +107,12 @@ PAST = re.compile(
 )
 """Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
 
+ACTION = "zzdo"
+"""What the date contract reads in place of a date tool's own verb ("cancel", "moving out"): the caller naming
+the tool's action with a day asks for it (:mod:`voice_agent.core.guards.tool_verbs`)."""
+
 REQUEST = re.compile(
-    r"\b(?:call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
+    r"\b(?:zzdo|call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
     r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
     r"|please|can\syou|could\syou|can\swe|could\swe|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
     r"|lovely|brilliant"
@@ -116,7 +120,8 @@ REQUEST = re.compile(
 )
 """Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
 
-QUESTION = re.compile(r"\b(?:(?:what|which)\s(?:day|date|one)|when|pardon|sorry|eh|huh|come\sagain)\b")
+QUESTION = re.compile(r"\b(?:(?:what|which)\s(?:day|date|one)|when|pardon|sorry|eh|(?<!uh\s-\s)(?<!uh\s)huh"
+                      r"|come\sagain)\b")
 """A reply that asks back about the day ("yeah, what day is that?", "sorry?") does not accept it."""
 
 STATE = re.compile(

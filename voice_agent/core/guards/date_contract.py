@@ -37,7 +37,7 @@ from voice_agent.core.guards.date_guard import (
     echoes_day,
     is_affirmation,
 )
-from voice_agent.core.guards.tool_verbs import VerbMask, action_phrase, action_verbs
+from voice_agent.core.guards.tool_verbs import VerbMask, action_phrase, action_verbs, own_action
 from voice_agent.core.tool_spec import ParamKind, ToolSpec
 from voice_agent.core.transcript import EntryKind, TranscriptLane
 
@@ -198,7 +198,9 @@ class DateContract:
         what = "the callback" if binding.topic in (None, "callback") else f"the {binding.topic}"
         # A tool that books nothing known ("cancel_subscription") reads back its own action, not a callback.
         action = action_phrase(tool_name) if binding.topic is None and tool_name != "the tool" else None
-        mask = VerbMask(action_verbs(tool_name))
+        # The tool's own words are its action, not a limit on the day (a callback keeps its long-tuned reading).
+        mask = VerbMask(action_verbs(tool_name),
+                        own_action(tool_name) if binding.topic != "callback" and tool_name != "the tool" else None)
         if d is None:
             return DateDecision(DateAction.REFUSE, Why.NOT_A_DATE, argument, None, rules.reason, rules.citations, "",
                                 rules)

@@ -27,7 +27,8 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLa
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
     r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
-    r"(?:yes|yeah|yep|yup|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool|alright|all\sright"
+    r"(?:yes|yeah|yep|yup|uh-?\s?huh|mm-?\s?hmm|mhm|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool"
+    r"|alright|all\sright"
     r"|aye|ta|sorted|grand|champion|nice\sone|bang\son|cheers|go\son|that'll\sdo|that'd\sdo|righto|right\sthen"
     r"|that's\s(?:right|correct|it)|that\sis\s(?:right|correct)|exactly|spot\son|book\sit"
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
