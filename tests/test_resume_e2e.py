@@ -16,7 +16,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,15 @@ def _without_summary(line: str) -> str:
     return line[:start] + line[end:] if 0 <= start < end else line
 
 
+class _NoTarget:
+    """A served call's line to its provider when no transfer target is configured (the workers' settings)."""
+
+    target: str | None = None
+
+    async def transfer(self, card: Mapping[str, Any]) -> None:
+        raise AssertionError("a line without a target is never asked to transfer")
+
+
 async def uninterrupted_transcript() -> list[str]:
     """The same call in text mode on one worker, never cut: what the resumed call must match.
 
@@ -98,6 +107,7 @@ async def uninterrupted_transcript() -> list[str]:
     """
     settings = with_overrides(load_settings(), call={"reference_date": REFERENCE_DATE})
     parts = build_call(settings, "reference")
+    parts.session.domain.use_transfer(_NoTarget())  # as the workers serve it: a line with no transfer target
     await run_text_call(parts.session, parts.llm, caller_lines(SCENARIO))
     return [e.render() for e in parts.session.state.transcript]
 
