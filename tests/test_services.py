@@ -205,3 +205,23 @@ async def test_openai_run_inference_returns_the_message(fake_openai: FakeOpenAIS
     (request,) = fake_openai.requests
     assert request["stream"] is False
     assert request["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_simulate_against_a_local_server_that_is_not_there_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from voice_agent.cli import app, unreachable
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__BASE_URL", f"http://127.0.0.1:{port}/v1")
+    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "lanes"])
+    assert result.exit_code != 0 and "nothing answers" in result.output and "start the local server" in result.output
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        assert unreachable(f"http://127.0.0.1:{listening.getsockname()[1]}/v1") is None

@@ -169,6 +169,23 @@ def check_dates(
         print(f"  rules reader: {decision['rules']['verdict']}")
 
 
+def unreachable(url: str, timeout: float = 3.0) -> str | None:
+    """Why nothing answers at ``url``'s host and port (a local server not started), or None when something does.
+
+    A simulated call against a server that is not there would retry and apologise through every turn first.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {parts.hostname}:{port} ({exc.strerror or exc})"
+
+
 @app.command()
 def simulate(
     scenario: Annotated[str, typer.Argument(help="Scenario name under config/scenarios/, or a YAML path.")] = (
@@ -271,6 +288,8 @@ def simulate(
     scripted = llm == "scripted"
     if not scripted and (llm != "reference" or settings.llm.provider != "reference"):
         llm_factory = _hosted_llm_factory(llm if llm != "reference" else settings.llm.provider)
+        if settings.llm.base_url and (problem := unreachable(settings.llm.base_url)):
+            fail(f"llm.base_url {settings.llm.base_url}: {problem} (start the local server first)")
     try:
         record = load_scenario(scenario)
         variants = paraphrases.variants(record) if paraphrased and paraphrases.available(record.id) else []
