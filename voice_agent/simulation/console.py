@@ -54,7 +54,9 @@ def print_turn(policy: str, session: CallSession, record: TurnRecord) -> None:
         notes.append(f"[cyan]knowledge {r['status']} ({r['source']}, {r['critical_path_ms']:.2f} ms): {chunks}[/cyan]")
     if record.summary_pass is not None:
         lost = sorted(set(record.summary_pass["facts_in"]) - set(record.summary_pass["facts_out"]))
-        notes.append(f"summary pass: {len(record.summary_pass['facts_in'])} facts in, lost {', '.join(lost) or 'none'}")
+        # What the summary text itself dropped; under lanes the ledger and slots still hold those facts.
+        notes.append(f"summary pass: {len(record.summary_pass['facts_in'])} facts in, the summary text dropped "
+                     f"{', '.join(lost) or 'none'}")
     if notes:
         console.print("        " + " · ".join(notes))
 
