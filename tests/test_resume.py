@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from pathlib import Path
 from xml.etree import ElementTree
+
+import pytest
 
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import build_call, call_factory
@@ -158,6 +161,36 @@ async def test_a_store_that_fails_is_logged_and_the_call_goes_on(tmp_path: Path)
     assert result.status == "completed" and all(t.latency_ms is not None for t in result.turns), result.render()
     assert bridge.persistence is not None and bridge.persistence.stats.failures >= len(LINES)
     assert bridge.persistence.stats.saves == 0
+
+
+class HungStore(BrokenStore):
+    """A store whose saves hang (its process stopped, a disk that does not answer) for longer than a turn."""
+
+    def save_changes(self, call_id: str, head: bytes, items: list[tuple[str, bytes]], *, base: int, turn: int,
+                     leg: int, provider_call_id: str | None) -> bool:
+        time.sleep(4.0)
+        raise StoreError("sqlite store: the store's process did not answer in 4 s and was stopped")
+
+    def find(self, provider_call_id: str) -> StoredCall | None:
+        return None
+
+    def open_leg(self, call_id: str, leg: int, *, provider_call_id: str | None, lease_secs: float,
+                 resume_key: str = "", returning_key: str = "") -> bool:
+        return True
+
+    def renew(self, legs: list[tuple[str, int]], lease_secs: float) -> list[str]:
+        return []
+
+
+@pytest.mark.timeout(120)
+async def test_a_store_that_hangs_does_not_hold_the_agents_answer(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    cfg.store = HungStore()
+    async with running_bridge(cfg, call_factory(SETTINGS)) as (_bridge, url):
+        result = await caller().dial(f"{url}/voice", LINES[:3])
+    assert result.status == "completed", result.render()
+    # The answer waits for the save of the caller's line at most TURN_SAVE_WAIT_SECS, not the store's 4 s.
+    assert all(t.latency_ms is not None and t.latency_ms < 3000 for t in result.turns), result.render()
 
 
 def test_a_resume_replaces_a_leg_that_is_still_closing_on_this_worker() -> None:

@@ -9,6 +9,7 @@ an error the call survives. No network, no keys.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +35,7 @@ from voice_agent.telephony.providers import HangupCredentials, Provider
 from voice_agent.telephony.rest_emulator import TwilioRestEmulator
 from voice_agent.telephony.server import CallRecord, ServerConfig, VoiceBridge, running_bridge
 from voice_agent.telephony.signatures import compute_plivo_signature
-from voice_agent.telephony.transfer import CALL_HEADER, TRANSFER_LINE, ProviderTransfer
+from voice_agent.telephony.transfer import CALL_HEADER, TRANSFER_LINE, ProviderTransfer, post_card
 
 TARGET = "+15550100100"
 SIP_TARGET = "sip:billing@pbx.example.com"
@@ -181,11 +182,13 @@ class FakeProviderApi:
     cards: list[dict[str, Any]] = field(default_factory=list)
     played: list[str] = field(default_factory=list)
     base_url: str = ""
+    fetch_after_secs: float = 0.5
+    _fetches: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def telnyx(self, request: web.Request) -> web.Response:
         await asyncio.sleep(self.delay_secs)
-        self.requests.append({"path": request.path, "auth": request.headers.get("Authorization"),
-                              "body": await request.json()})
+        self.requests.append({"path": request.path, "raw": request.raw_path,
+                              "auth": request.headers.get("Authorization"), "body": await request.json()})
         if self.status >= 300:
             return web.json_response({"errors": [{"code": "90018", "title": "Call has already ended"}]},
                                      status=self.status)
@@ -196,13 +199,21 @@ class FakeProviderApi:
         self.requests.append({"path": request.path, "auth": request.headers.get("Authorization"), "body": body})
         if self.status >= 300:
             return web.json_response({"error": "call not found"}, status=self.status)
-        async with aiohttp.ClientSession() as http, http.post(body["aleg_url"]) as reply:
-            self.played.append(await reply.text())
+        # As Plivo does: it accepts (202), then fetches the aleg_url, by when the bot's stream may have ended.
+        self._fetches.append(asyncio.get_running_loop().create_task(self._fetch_later(body["aleg_url"])))
         return web.json_response({"message": "call transferred", "api_id": "fake"}, status=202)
+
+    async def _fetch_later(self, url: str) -> None:
+        await asyncio.sleep(self.fetch_after_secs)
+        async with aiohttp.ClientSession() as http, http.post(url) as reply:
+            self.played.append(await reply.text() if reply.status == 200 else f"HTTP {reply.status}")
 
     async def card(self, request: web.Request) -> web.Response:
         self.cards.append(await request.json())
         return web.json_response({})
+
+    async def moved(self, request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/card")
 
 
 @asynccontextmanager
@@ -212,6 +223,7 @@ async def fake_api(**kwargs: Any) -> AsyncIterator[FakeProviderApi]:
     app.router.add_post("/v2/calls/{call}/actions/transfer", api.telnyx)
     app.router.add_post("/v1/Account/{auth}/Call/{call}/", api.plivo)
     app.router.add_post("/card", api.card)
+    app.router.add_post("/moved", api.moved)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -232,8 +244,10 @@ START: dict[Provider, Callable[[str], dict[str, Any]]] = {
 
 
 async def served_call_transfers(provider: Provider, credentials: HangupCredentials, secret: Any,
-                                settings: TransferConfig, tmp_path: Path) -> tuple[CallRecord, dict[str, Any]]:
-    """Opens a served call of ``provider`` by hand, runs its ``transfer_to_human``; (record, tool result)."""
+                                settings: TransferConfig, tmp_path: Path,
+                                after_end: Callable[[], bool] | None = None) -> tuple[CallRecord, dict[str, Any]]:
+    """Opens a served call of ``provider`` by hand, runs its ``transfer_to_human``; (record, tool result).
+    ``after_end``: what to wait for once the call's stream has ended, the bridge still serving."""
     call_id = {Provider.TELNYX: "v3:telnyx-transfer-1", Provider.PLIVO: "5a1b2c3d-plivo-transfer-1"}[provider]
     config = bridge_config(provider=provider, credentials=credentials, transfer=settings, transcript_dir=tmp_path)
     async with running_bridge(config, factory()) as (bridge, url), aiohttp.ClientSession() as http:
@@ -268,6 +282,8 @@ async def served_call_transfers(provider: Provider, credentials: HangupCredentia
             else:
                 await ws.send(json.dumps({"event": "stop", "stop": {}}))
         await wait_for(lambda: len(ended(bridge)) == 1)
+        if after_end is not None:
+            await wait_for(after_end)
     return ended(bridge)[0], result
 
 
@@ -294,7 +310,8 @@ async def test_a_plivo_call_is_moved_with_the_transfer_api_to_the_bridges_dial_x
     async with fake_api() as api:
         credentials = HangupCredentials(plivo_auth_id="MAPLIVO", plivo_auth_token=token, plivo_base_url=api.base_url)
         record, result = await served_call_transfers(Provider.PLIVO, credentials, token,
-                                                     TransferConfig(target=TARGET), tmp_path)
+                                                     TransferConfig(target=TARGET), tmp_path,
+                                                     after_end=lambda: bool(api.played))
     assert result["status"] == TRANSFERRED
     [request] = api.requests
     assert request["path"] == "/v1/Account/MAPLIVO/Call/5a1b2c3d-plivo-transfer-1/"
@@ -338,3 +355,20 @@ async def test_provider_transfer_reports_an_http_error_as_a_transfer_error() -> 
 def test_without_rest_credentials_there_is_no_target() -> None:
     line = ProviderTransfer(Provider.TWILIO, HangupCredentials(), TransferConfig(target=TARGET), "CA1", "call-1")
     assert line.target is None
+
+
+async def test_a_provider_call_id_from_a_webhook_is_one_path_segment_never_a_path() -> None:
+    async with fake_api() as api:
+        credentials = HangupCredentials(telnyx_api_key="KEY", telnyx_base_url=api.base_url)
+        line = ProviderTransfer(Provider.TELNYX, credentials, TransferConfig(target=TARGET),
+                                "victim/actions/hangup?x=", "call-1")
+        with contextlib.suppress(TransferError):  # the fake has no call of that id: what matters is the path asked
+            await line.transfer({"reason": "x"})
+    assert all("/actions/hangup" not in r["raw"] for r in api.requests)
+    assert [r["raw"] for r in api.requests] == ["/v2/calls/victim%2Factions%2Fhangup%3Fx=/actions/transfer"]
+
+
+async def test_the_card_is_never_sent_on_to_where_a_redirect_points() -> None:
+    async with fake_api() as api, aiohttp.ClientSession() as http:
+        problem = await post_card(http, f"{api.base_url}/moved", {"card": {"caller": "details"}})
+    assert problem is not None and api.cards == []

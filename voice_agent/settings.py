@@ -285,7 +285,8 @@ class StoreConfig(_Section):
         return self
 
 
-_TARGET = re.compile(r"^(?:\+[1-9]\d{6,14}|sips?:[^\s<>\"]+@[^\s<>\"]+)$")
+_TARGET = re.compile(r"^(?:\+[1-9]\d{6,14}|sips?:[^\s<>\"?&]{1,120}@[^\s<>\"?&]{1,120})$")
+"""E.164, or a SIP address without headers (``?X-...``: the bridge sends its own) and of a sane length."""
 
 
 class TransferConfig(_Section):

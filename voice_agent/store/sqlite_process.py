@@ -93,7 +93,7 @@ class IsolatedSQLiteStore(CallStore):
 
     backend = "sqlite"
 
-    def __init__(self, path: Path, *, retention_secs: float = 86400.0, reply_secs: float = 30.0) -> None:
+    def __init__(self, path: Path, *, retention_secs: float = 86400.0, reply_secs: float = 6.0) -> None:
         self.path = path
         self._retention_secs = retention_secs
         self._reply_secs = reply_secs

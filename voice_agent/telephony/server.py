@@ -124,6 +124,11 @@ _MAX_PRESTART_MESSAGES = 8
 _KEEP_ENDED = 200
 
 READYZ_STORE_TIMEOUT_SECS = 1.0
+TURN_SAVE_WAIT_SECS = 1.0
+"""Longest the agent's answer waits for the save of the caller's line; a slower store saves on in the background."""
+TRANSFER_KEY_SECS = 120.0
+"""How long after its call's stream ends Plivo may still fetch a transfer's XML by its one-time key."""
+"""Longest the agent's answer waits for the save of the caller's line; a slower store saves on in the background."""
 # A resumed leg whose stored state did not load: the caller was mid-call, so the agent speaks first, honestly.
 FRESH_START_LINE = ("Sorry, we got cut off, and I've lost track of our conversation. "
                     "Could you tell me again how I can help?")
@@ -581,6 +586,16 @@ def _end_as(record: CallRecord, reason: str, end: EndReason) -> None:
         record.reason = reason
     if not record.end:
         record.end = end.value
+
+
+async def _save_awhile(persistence: CallPersistence, session: CallSession, record: CallRecord, what: str) -> None:
+    """Saves the call, waiting at most :data:`TURN_SAVE_WAIT_SECS`: a store that hangs must not silence the call,
+    so past that the save goes on in the background and the call goes on."""
+    saving = asyncio.ensure_future(persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id))
+    try:
+        await asyncio.wait_for(asyncio.shield(saving), TURN_SAVE_WAIT_SECS)
+    except TimeoutError:
+        logger.warning("call {}: the store is slow; {} goes on before its save ends", record.call_id, what)
 
 
 def _resumable(record: CallRecord) -> bool:
@@ -1043,7 +1058,7 @@ class VoiceBridge:
         opening = self._resume_opening(record, parts.session)
         if self.persistence is not None:
             # Saved at once: the store knows the call (and this leg owns it) before the first turn ends.
-            await self.persistence.save(parts.session, leg=record.leg, provider_call_id=record.provider_call_id)
+            await _save_awhile(self.persistence, parts.session, record, "the call's start")
 
         async def close_call(reason: str, end: EndReason) -> None:
             _end_as(record, reason, end)
@@ -1086,7 +1101,10 @@ class VoiceBridge:
                 # A provider that accepted the transfer may have ended the stream before it answered us.
                 await live.transfer.settled()
                 if live.transfer.plivo_url:
-                    self._transfer_xml.pop(live.transfer.plivo_url.rpartition("key=")[2], None)
+                    # Plivo fetches the XML after it accepted the transfer (and our stream has ended): the key
+                    # stays valid a while, then goes (one fetch still uses it up).
+                    asyncio.get_running_loop().call_later(TRANSFER_KEY_SECS, self._transfer_xml.pop,
+                                                          live.transfer.plivo_url.rpartition("key=")[2], None)
             if serializer is not None:
                 for kind, count in serializer.violations.items():
                     record.violations[kind] = record.violations.get(kind, 0) + count
@@ -1277,16 +1295,23 @@ class VoiceBridge:
         persistence = self.persistence
         record = live.record
 
+        saves: set[asyncio.Future[bool]] = set()
+
         async def on_turn_saved(_processor: Any, turn: int) -> None:
             live.completed_turn = max(live.completed_turn, turn)
             if persistence is not None:
-                await persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+                # In the background (a call's saves still run one at a time, in order): a slow store must not
+                # hold up the turn log, and with it the call's next turn.
+                saving = asyncio.ensure_future(
+                    persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id))
+                saves.add(saving)
+                saving.add_done_callback(saves.discard)
 
         call.turn_log.add_event_handler("on_turn_completed", on_turn_saved)
         if persistence is not None:
-            async def on_turn_opened(_turn: int) -> None:
+            async def on_turn_opened(turn: int) -> None:
                 # The caller's line is durable before the agent answers it: a crash mid-answer cannot lose it.
-                await persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id)
+                await _save_awhile(persistence, session, record, f"turn {turn}")
 
             session.turn_opened_hooks.append(on_turn_opened)
         worker = PipelineWorker(

@@ -24,6 +24,7 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 from xml.sax.saxutils import escape, quoteattr
 
 import aiohttp
@@ -102,6 +103,10 @@ async def request_transfer(
         TransferError: The provider answered an error, or did not answer.
     """
     root = (_root(provider, credentials)).rstrip("/")
+    # The provider's call id came from a webhook: one path segment, never a path of its own ("id/actions/hangup").
+    provider_call_id = quote(provider_call_id, safe="")
+    if not provider_call_id:
+        raise TransferError(f"{provider.value}: the call has no provider call id to move")
     if provider is Provider.TWILIO:
         sid, token = credentials.twilio_account_sid or "", credentials.twilio_auth_token or ""
         url = f"{root}/2010-04-01/Accounts/{sid}/Calls/{provider_call_id}.json"
@@ -143,7 +148,8 @@ def _root(provider: Provider, credentials: HangupCredentials) -> str:
 async def post_card(http: aiohttp.ClientSession, url: str, payload: Mapping[str, Any]) -> str | None:
     """Posts the handoff card to ``transfer.card_url``; returns why it failed, or None."""
     try:
-        async with http.post(url, data=json.dumps(payload, default=str),
+        # No redirects: the card holds the caller's details and goes to the configured address only.
+        async with http.post(url, data=json.dumps(payload, default=str), allow_redirects=False,
                              headers={"Content-Type": "application/json"}) as reply:
             if reply.status >= 300:
                 return f"card_url answered HTTP {reply.status}"
