@@ -26,6 +26,7 @@ from aiohttp import web
 from loguru import logger
 from websockets.asyncio.client import connect
 
+from tests.test_telephony_bridge import ended, wait_for
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.core.transfer import NOT_TRANSFERRED, TRANSFERRED, TransferError
@@ -33,7 +34,7 @@ from voice_agent.settings import Settings, SettingsError, TransferConfig, with_o
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 from voice_agent.telephony.providers import HangupCredentials, Provider
 from voice_agent.telephony.rest_emulator import TwilioRestEmulator
-from voice_agent.telephony.server import CallRecord, ServerConfig, VoiceBridge, running_bridge
+from voice_agent.telephony.server import CallRecord, ServerConfig, running_bridge
 from voice_agent.telephony.signatures import compute_plivo_signature
 from voice_agent.telephony.transfer import CALL_HEADER, TRANSFER_LINE, ProviderTransfer, post_card
 
@@ -64,17 +65,6 @@ def caller(rest: TwilioRestEmulator | None = None) -> TwilioCallerEmulator:
 def twilio_credentials(rest: TwilioRestEmulator) -> HangupCredentials:
     return HangupCredentials(twilio_account_sid=rest.account_sid, twilio_auth_token=rest.auth_token,
                              twilio_base_url=rest.base_url)
-
-
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
-def ended(bridge: VoiceBridge) -> list[CallRecord]:
-    return [r for r in bridge.registry.all() if r.state == "ended" and r.started is not None]
 
 
 def agent_lines(record: CallRecord) -> list[str]:

@@ -424,12 +424,8 @@ class CallSession:
             return dataclasses.replace(admission, effect=key)
         if prior.state == "done":
             # Made before (on a leg that died before its state was saved): the recorded result, not a second run.
-            result = prior.result if isinstance(prior.result, dict) else {"result": prior.result}
-            self.tool_returned(name, call_id, admission, result)
-            self.effects_replayed.append(name)
-            logger.warning("call {}: {} already made (leg {}); its recorded result is used, not run again",
-                           self.call_id, name, prior.leg)
-            return dataclasses.replace(admission, refusal=result)
+            return self._replayed(name, call_id, admission, prior.result,
+                                  f"already made (leg {prior.leg}); its recorded result is used, not run again")
         learned = await self._learn_outcome(key, name, prior.leg)
         if learned is _NEVER_RECEIVED:
             logger.warning("call {}: {} was begun on leg {} and the backend never received it; it runs now",
@@ -437,17 +433,21 @@ class CallSession:
             return dataclasses.replace(admission, effect=key)
         if learned is not None:
             await self.settle_effect(name, dataclasses.replace(admission, effect=key), learned)
-            result = learned if isinstance(learned, dict) else {"result": learned}
-            self.tool_returned(name, call_id, admission, result)
-            self.effects_replayed.append(name)
-            logger.warning("call {}: {} was begun on leg {}; the backend had made it, its result is used",
-                           self.call_id, name, prior.leg)
-            return dataclasses.replace(admission, refusal=result)
+            return self._replayed(name, call_id, admission, learned,
+                                  f"was begun on leg {prior.leg}; the backend had made it, its result is used")
         result = unknown_outcome(name, prior.leg)
         self.state.transcript.append_tool_result(max(self.state.turn, 1), name, call_id, result, ToolOutcome.FAILED)
         self.effects_unknown.append(name)
         logger.error("call {}: {} was begun on leg {} and never finished; not run again (outcome unknown)",
                      self.call_id, name, prior.leg)
+        return dataclasses.replace(admission, refusal=result)
+
+    def _replayed(self, name: str, call_id: str, admission: ToolAdmission, result: Any, why: str) -> ToolAdmission:
+        """A mutating call answered with the result it already had, not run again."""
+        result = result if isinstance(result, dict) else {"result": result}
+        self.tool_returned(name, call_id, admission, result)
+        self.effects_replayed.append(name)
+        logger.warning("call {}: {} {}", self.call_id, name, why)
         return dataclasses.replace(admission, refusal=result)
 
     async def _learn_outcome(self, key: str, name: str, leg: int) -> Any:

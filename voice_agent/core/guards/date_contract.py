@@ -197,10 +197,11 @@ class DateContract:
         d = rules.value
         what = "the callback" if binding.topic in (None, "callback") else f"the {binding.topic}"
         # A tool that books nothing known ("cancel_subscription") reads back its own action, not a callback.
-        action = action_phrase(tool_name) if binding.topic is None and tool_name != "the tool" else None
+        named = tool_name != "the tool"  # a tool call, not a bare check of a day
+        action = action_phrase(tool_name) if binding.topic is None and named else None
         # The tool's own words are its action, not a limit on the day (a callback keeps its long-tuned reading).
         mask = VerbMask(action_verbs(tool_name),
-                        own_action(tool_name) if binding.topic != "callback" and tool_name != "the tool" else None)
+                        own_action(tool_name) if binding.topic != "callback" and named else None)
         if d is None:
             return DateDecision(DateAction.REFUSE, Why.NOT_A_DATE, argument, None, rules.reason, rules.citations, "",
                                 rules)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from voice_agent.core.dates import signals
 from voice_agent.core.dates.model import ConstraintKind
@@ -60,10 +61,17 @@ def own_action(tool_name: str) -> str | None:
 
 def action_phrase(tool_name: str) -> str:
     """What a read-back says the tool does: "cancel the subscription" for ``cancel_subscription``."""
-    words = [w.lower() for w in re.split(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])", tool_name) if w]
+    words = _words(tool_name)
     if not words:
         return "go ahead"
     return f"{words[0]} the {' '.join(words[1:])}" if len(words) > 1 else f"{words[0]} it"
+
+
+@lru_cache(maxsize=256)
+def _mask_pattern(verbs: tuple[str, ...], action: str | None) -> re.Pattern[str] | None:
+    """What a :class:`VerbMask` masks, compiled once per tool (the contract decides at every date-bearing action)."""
+    parts = [*map(re.escape, verbs), *([action] if action else [])]
+    return re.compile(r"\b(?:" + "|".join(parts) + r")\b", re.I) if parts else None
 
 
 class VerbMask:
@@ -77,8 +85,7 @@ class VerbMask:
 
     def __init__(self, verbs: Sequence[str], action: str | None = None) -> None:
         self._verbs = tuple(verbs) or ("it",)
-        parts = [*map(re.escape, verbs), *([action] if action else [])]
-        self._pattern = re.compile(r"\b(?:" + "|".join(parts) + r")\b", re.I) if parts else None
+        self._pattern = _mask_pattern(tuple(verbs), action)
         self._said: dict[int, list[str]] = {}
 
     def text(self, words: str) -> str:
