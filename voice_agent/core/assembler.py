@@ -51,11 +51,14 @@ class AssembledContext:
         messages: OpenAI-format messages, lanes in DESIGN order.
         lane_tokens: Estimated tokens per lane.
         summary_lines_dropped: Summary lines left out to respect the budget.
+        stable_count: How many leading messages form the stable prefix: they stay the same on the next request
+            unless a summary pass runs (a provider's prompt cache can serve them); the rest is the volatile tail.
     """
 
     messages: list[Message]
     lane_tokens: dict[str, int] = field(default_factory=dict)
     summary_lines_dropped: int = 0
+    stable_count: int = 0
 
     @classmethod
     def from_lanes(cls, lanes: dict[str, list[Message]]) -> AssembledContext:
