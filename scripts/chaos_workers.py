@@ -53,7 +53,7 @@ def active_by_worker(port: int) -> dict[str, int]:
     return counts
 
 
-def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, str]:
+def run(calls: int, speed: float, kill: bool, keep: Path | None = None) -> tuple[list[CallResult], float, str]:
     import psutil
 
     port = free_port()
@@ -66,7 +66,9 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
             proc = subprocess.Popen(
                 [sys.executable, "-m", "voice_agent.cli", "serve", "--port", str(port), "--stack", "fake",
                  "--workers", "2", "--no-knowledge", "--script", "bridge_smoke", "--max-calls", str(calls),
-                 "--drain-timeout", "5"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+                 "--drain-timeout", "5",
+                 *(["--transcripts", str(keep / f"calls-{'kill' if kill else 'baseline'}")] if keep else [])],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         try:
             deadline = time.monotonic() + 180
             while "ready (2/2)" not in log.read_text(errors="replace"):
@@ -94,6 +96,9 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
                 return list(await asyncio.gather(*dialled))
 
             results = asyncio.run(dial_all())
+            if keep is not None:
+                (keep / f"callers-{'kill' if kill else 'baseline'}.json").write_text(
+                    json.dumps([r.to_json() for r in results], indent=1))
             return results, time.monotonic() - started, log.read_text(errors="replace")
         finally:
             proc.terminate()
@@ -101,6 +106,9 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                (keep / f"serve-{'kill' if kill else 'baseline'}.log").write_bytes(log.read_bytes())
 
 
 def whole(result: CallResult) -> bool:
@@ -112,11 +120,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--speed", type=float, default=2.0, help="caller audio speed (x real time)")
+    parser.add_argument("--keep", type=Path, default=None, help="copy each run's serve log into this directory")
     args = parser.parse_args()
     rows = []
     for name, kill in (("no kill (baseline)", False), ("kill -9 one worker", True)):
         print(f"{name}: {args.calls} calls ...", file=sys.stderr)
-        results, secs, log = run(args.calls, args.speed, kill)
+        results, secs, log = run(args.calls, args.speed, kill, args.keep)
         good = sum(whole(r) for r in results)
         resumed = [r for r in results if r.legs > 1]
         gaps = sorted(g for r in resumed for g in r.resume_gaps_ms)

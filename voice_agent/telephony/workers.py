@@ -58,12 +58,14 @@ class WorkerSlot:
         index: The worker's number, from 0.
         fleet_path: The shared local fleet file.
         sock: The supervisor's listening socket (inherited; accept on it only once warmed up).
+        count: Workers the supervisor runs (0: unknown).
     """
 
     index: int
     fleet_path: Path
     sock: socket.socket
     _ready: Connection
+    count: int = 0
 
     def ready(self) -> None:
         """Tells the supervisor this worker has warmed up and is accepting calls (once)."""
@@ -127,7 +129,7 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
             try:
                 receiver, sender = context.Pipe(duplex=False)
-                slot = WorkerSlot(index, fleet_path, sock, sender)
+                slot = WorkerSlot(index, fleet_path, sock, sender, count)
                 process = context.Process(target=_worker_main, args=(worker, slot, supervisor, blocked),
                                           name=f"worker-{index}", daemon=False)
                 process.start()
