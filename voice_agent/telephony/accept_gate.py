@@ -116,7 +116,9 @@ class AcceptGate:
         """Decides again on what is known now (also when a stream starts here, between beats)."""
         now = time.monotonic()
         since = now - self._seen_at
-        others = [WorkerLoad(w.worker, w.live, w.accepting, w.age_secs + since) for w in self._others]
+        # A worker killed since the last beat is gone now, not a beat (and the burst of its calls coming back) later.
+        self._others = [w for w in self._others if not w.gone()]
+        others = [WorkerLoad(w.worker, w.live, w.accepting, w.age_secs + since, w.pid) for w in self._others]
         deaf = 0.0 if self.accepting else now - self._deaf_since
         if not self._others and self.group <= 1:
             return

@@ -57,6 +57,11 @@ class WorkerLoad:
     live: int
     accepting: bool
     age_secs: float
+    pid: int = 0
+
+    def gone(self) -> bool:
+        """Whether its process has died since (checked now: its supervisor reaps it at once)."""
+        return self.pid > 0 and not _alive(self.pid)
 
 
 class LocalFleet(Fleet):
@@ -226,7 +231,7 @@ class LocalFleet(Fleet):
                 if not _alive(int(pid)):  # killed: known at once (its supervisor reaps it), not after its silence
                     db.execute("DELETE FROM workers WHERE worker = ? AND pid = ?", (name, pid))
                     continue
-                others.append(WorkerLoad(str(name), int(count), bool(taking), max(0.0, now - float(beat))))
+                others.append(WorkerLoad(str(name), int(count), bool(taking), max(0.0, now - float(beat)), int(pid)))
             return int(busy), others
 
         return await self._run(run)
