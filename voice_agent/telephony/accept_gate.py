@@ -99,6 +99,7 @@ class AcceptGate:
         self._seen_at = 0.0
         self._why = ""
         self.pauses = 0
+        self._deciding = asyncio.Lock()  # streams starting and the beat decide one at a time (one listener at most)
 
     async def run(self) -> None:
         """Says this worker's load and follows the others' every :data:`BEAT_SECS` (until cancelled)."""
@@ -114,6 +115,10 @@ class AcceptGate:
 
     async def check(self) -> None:
         """Decides again on what is known now (also when a stream starts here, between beats)."""
+        async with self._deciding:
+            await self._check()
+
+    async def _check(self) -> None:
         now = time.monotonic()
         since = now - self._seen_at
         # A worker killed since the last beat is gone now, not a beat (and the burst of its calls coming back) later.

@@ -1602,6 +1602,7 @@ class DrainingServer(uvicorn.Server):
 
         # One connection per wake-up (asyncio accepts up to its backlog argument at once): the workers woken
         # together take turns, and a burst is not all taken by one before its gate has seen the first.
+        self.pause_accepting()  # never two listeners: one nobody closes would accept for good
         copy = self._listening.dup()
         server = await asyncio.get_running_loop().create_server(protocol, sock=copy, backlog=1)
         copy.listen(config.backlog)  # the kernel's queue, shared by the workers, stays as long as it was
