@@ -153,6 +153,9 @@ class PolicyConfig(_Section):
             ``reference`` (when older turns are no longer referred to; ``voice-agent eval triggers``).
         floor: ``reference``: the last turns always kept raw.
         batch: ``reference``: unreferenced turns waiting before a pass runs.
+        cache_price: ``reference``: a cached input token's price as a share of an uncached one (gpt-4.1 0.25,
+            gpt-4o 0.5, Anthropic reads 0.1); set, a pass waits until it pays for the cache it breaks. Unset:
+            ``batch`` alone decides.
     """
 
     name: Literal["lanes", "rolling", "window", "pipecat"] = "lanes"
@@ -161,6 +164,7 @@ class PolicyConfig(_Section):
     trigger: Literal["cadence", "threshold", "reference"] = "cadence"
     floor: int = Field(default=1, ge=1)
     batch: int = Field(default=6, ge=1)
+    cache_price: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 
 class PipecatSummarizerConfig(_Section):

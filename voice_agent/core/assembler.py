@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,9 +225,10 @@ class _Stable:
         first_raw: Transcript index of the first raw entry (a pass moves it).
         facts: The KNOWN FACTS lines written into the prefix when it was (re)built (``fact_order``: in order).
         noted: The model-noted lines written there (``noted_order``: in order).
-        knowledge: Transcript index of a caller entry -> the knowledge message its turn was given, placed
-            right after it.
+        knowledge: Transcript index of a caller entry -> (its turn, the knowledge message the turn was given),
+            placed right after it.
         knowledge_turns: The turns that were given knowledge.
+        used: The pinned knowledge the agent's reply used (kept for good).
     """
 
     state: CallState | None = None
@@ -236,15 +238,17 @@ class _Stable:
     noted: frozenset[str] = frozenset()
     fact_order: tuple[str, ...] = ()
     noted_order: tuple[str, ...] = ()
-    knowledge: dict[int, Message] = field(default_factory=dict)
+    knowledge: dict[int, tuple[int, Message]] = field(default_factory=dict)
     knowledge_turns: set[int] = field(default_factory=set)
+    used: set[int] = field(default_factory=set)
 
 
 class ContextAssembler:
     """Builds one LLM request from the lanes, as a stable prefix and a small volatile tail.
 
     Order: system prompt; KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns
-    since, each turn's knowledge right after the caller words it answered; then the tail: KNOWN FACTS new or
+    since, each turn's knowledge right after the caller words it answered (kept once the turn is over only if
+    the reply used it); then the tail: KNOWN FACTS new or
     changed since the pass, and the hard constraints. Between two passes a request only appends to the one
     before it, so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once.
     Every fact is on every request verbatim, in the prefix or in the tail.
@@ -264,7 +268,7 @@ class ContextAssembler:
         Args:
             state: The call.
             retrieved: Knowledge chunks for the current question (at most ``max_retrieved`` are used); the
-                first ones a turn gets stay with that turn.
+                first ones a turn gets stay with that turn, after it only if its reply used them.
             extra_facts: More verbatim KNOWN FACTS lines, e.g. the caller's date constraints in their own words.
         """
         raw = state.raw_entries()
@@ -281,7 +285,7 @@ class ContextAssembler:
             text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
             summary = [{"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text}]
         first = raw[0].index if raw else None
-        knowledge = {i: m for i, m in stable.knowledge.items() if first is not None and i >= first}
+        knowledge = {i: m for i, (_, m) in stable.knowledge.items() if first is not None and i >= first}
         recent = entries_to_messages(raw, knowledge)
         new_facts = render_facts([line for line in lines if line not in stable.facts],
                                  [line for line in noted if line not in stable.noted],
@@ -313,14 +317,29 @@ class ContextAssembler:
         same_call = stable.state is state
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), fact_order=tuple(lines), noted_order=tuple(noted),
-                               knowledge=stable.knowledge if same_call else {},
-                               knowledge_turns=stable.knowledge_turns if same_call else set())
+                               # Knowledge of turns a pass folded went with them.
+                               knowledge={i: k for i, k in stable.knowledge.items() if first is not None and i >= first}
+                               if same_call else {},
+                               knowledge_turns=stable.knowledge_turns if same_call else set(),
+                               used=stable.used if same_call else set())
         return self._stable
 
     def _keep_knowledge(
         self, state: CallState, stable: _Stable, raw: Sequence[TranscriptEntry], retrieved: Sequence[str]
     ) -> None:
-        """Pins the turn's first knowledge right after the caller's words of the turn (it then never moves)."""
+        """Pins the turn's first knowledge right after the caller's words of the turn; unpins what went unused.
+
+        Once its turn is over, a turn's knowledge stays only if the agent's words in that turn used it (a run of
+        :data:`USED_WORDS` words in common): unused, it would ride on every later request. It sat at the end of
+        that turn's stable prefix, so taking it out re-sends only what that turn added after it.
+        """
+        for index, (turn, _) in list(stable.knowledge.items()):
+            if turn < state.turn and index not in stable.used:
+                agent = " ".join(e.text for e in raw if e.turn == turn and e.kind is EntryKind.AGENT)
+                if _uses(agent, str(stable.knowledge[index][1]["content"])):
+                    stable.used.add(index)
+                else:
+                    del stable.knowledge[index]
         if state.turn in stable.knowledge_turns:
             return
         message = retrieved_message(list(retrieved)[: self.config.max_retrieved])
@@ -330,9 +349,21 @@ class ContextAssembler:
             if entry.turn != state.turn:
                 return
             if entry.kind is EntryKind.CALLER:
-                stable.knowledge[entry.index] = message
+                stable.knowledge[entry.index] = (state.turn, message)
                 stable.knowledge_turns.add(state.turn)
                 return
+
+
+USED_WORDS = 5
+"""Words in a row the agent's reply must share with a knowledge chunk for the chunk to count as used."""
+
+
+def _uses(reply: str, chunk: str) -> bool:
+    """Whether ``reply`` repeats a run of :data:`USED_WORDS` words of ``chunk``."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", reply)]
+    runs = {tuple(words[i:i + USED_WORDS]) for i in range(len(words) - USED_WORDS + 1)}
+    source = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", chunk)]
+    return any(tuple(source[i:i + USED_WORDS]) in runs for i in range(len(source) - USED_WORDS + 1))
 
 
 def system_lane(prompt: str) -> list[Message]:

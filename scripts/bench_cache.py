@@ -1,0 +1,401 @@
+"""What a call's input costs when the provider caches prompt prefixes: every policy side by side in one run.
+
+Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, about 3 min on 2 cores; ``--quick``: the 120-turn
+call only; ``--local``: also the measured row on the packaged local model, about 10 min more).
+
+Every call is built by the simulation runner's call factory from the same settings (the reference agent, the
+extractive summarizer) and only the policy differs:
+- ``lanes``: ours, the cache-aware layout, passes on the cadence (K=6, S=5: the settings' default);
+- ``lanes $``: the same with the ``reference`` trigger priced for the cache (``policy.cache_price`` 0.25, batch 1):
+  a pass runs once carrying the turns it folds has cost what the break costs;
+- ``lanes old``: the layout before the cache-aware one (KNOWN FACTS second, the knowledge before the recent
+  turns), rebuilt from the ``lanes`` call's own state at each of its requests;
+- ``rolling``, ``window``: our baselines;
+- ``pipecat``: pipecat's own ``LLMContextSummarizer`` at its defaults; it summarizes with the extractive
+  summarizer's limits (12 newest lines of what it folds, 30 words each), so all summaries are alike in size;
+- ``full``: plain pipecat, the whole history.
+
+Each request is captured as the model would get it (tools, the system instruction, the messages, in that order)
+from the LLM's own input frame. Tokens are characters / 4. Per call:
+- ``share``: characters each request shares, as a prefix, with the request before it, over all characters;
+- ``input``: all input tokens of the call; ``uncached``: those OpenAI bills at the full price (its rule: a shared
+  prefix of 1,024 tokens or more is cached, in 128-token steps);
+- ``breaks``: requests that reuse less than the request before them minus its last 512 tokens (a summary pass,
+  a moved message: everything after is sent again);
+- cost per call in US dollars, input only (the replies are the same under every policy), under each price table
+  of :data:`PRICES`. Anthropic is billed per its breakpoints: ``lanes`` puts one at the end of its stable prefix,
+  the others get pipecat's own option (the last two user messages); a prefix is cached from 1,024 tokens,
+  written at 1.25x, read at 0.1x;
+- ``facts``: tracked facts whose exact value was in what the model received on the turn that needed it.
+
+``--local`` replays the ``lanes`` and ``lanes old`` requests of one call through the packaged model in process
+(llama.cpp keeps the KV cache of the longest prefix it shares with the previous request) and reports the prompt
+evaluation time per request, p50 and p95, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from loguru import logger  # noqa: E402
+from pipecat.adapters.llm.services.open_ai_adapter import OpenAILLMAdapter  # noqa: E402
+from pipecat.frames.frames import Frame, LLMContextFrame  # noqa: E402
+from pipecat.processors.aggregators.llm_context import LLMContext  # noqa: E402
+from pipecat.services.llm_service import LLMService  # noqa: E402
+from pipecat.services.settings import LLMSettings  # noqa: E402
+
+from processors.speculative_retrieval import SpeculativeRetrieval  # noqa: E402
+from voice_agent.core.assembler import (  # noqa: E402
+    constraints_message,
+    entries_to_messages,
+    known_facts_block,
+    retrieved_message,
+)
+from voice_agent.core.caller_history import message_text  # noqa: E402
+from voice_agent.domains.billing import billing_domain  # noqa: E402
+from voice_agent.evaluation.long_calls import long_call  # noqa: E402
+from voice_agent.policies import PolicyName  # noqa: E402
+from voice_agent.policies.lanes import LanesPolicy  # noqa: E402
+from voice_agent.recording.record import CallRecorder  # noqa: E402
+from voice_agent.retrieval.index import shared_index  # noqa: E402
+from voice_agent.retrieval.speculative import BUDGETED_SPECULATION  # noqa: E402
+from voice_agent.scenarios import Scenario, load_scenario  # noqa: E402
+from voice_agent.session import CallSession  # noqa: E402
+from voice_agent.settings import Settings, load_settings, with_overrides  # noqa: E402
+from voice_agent.simulation.report import outcome_of  # noqa: E402
+from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts  # noqa: E402
+from voice_agent.simulation.text_call import CallFailed, TurnTimeout, run_text_call  # noqa: E402
+from voice_agent.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
+
+CHARS_PER_TOKEN = 4
+OPENAI_MIN, OPENAI_STEP = 1024, 128
+ANTHROPIC_MIN, ANTHROPIC_WRITE, ANTHROPIC_READ = 1024, 1.25, 0.1
+BREAK_SLACK_TOKENS = 512
+
+PRICES: dict[str, dict[str, float]] = {
+    # US dollars per million input tokens, as the providers published them (OpenAI: gpt-4.1 from April 2025,
+    # gpt-4o from October 2024; Anthropic: Claude Sonnet 4 from May 2025, 5-minute cache). Not re-checked here.
+    "gpt-4.1": {"input": 2.00, "cached": 0.50},
+    "gpt-4o": {"input": 2.50, "cached": 1.25},
+    "sonnet-4": {"input": 3.00, "write": 3.75, "read": 0.30},
+}
+PRICES_DATED = "2025 list prices (see docs/benchmarks.md)"
+
+
+class ExtractiveForPipecat(LLMService):  # type: ignore[type-arg]
+    """Answers pipecat's summary requests with the extractive summarizer's limits: the newest lines it folds."""
+
+    def __init__(self, max_lines: int, max_words: int) -> None:
+        settings = LLMSettings(model="extractive", system_instruction=None, temperature=None, max_tokens=None,
+                               top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
+                               filter_incomplete_user_turns=None, user_turn_completion_config=None)
+        super().__init__(settings=settings)
+        self.max_lines, self.max_words = max_lines, max_words
+
+    async def run_inference(self, context: LLMContext, max_tokens: int | None = None,
+                            system_instruction: str | None = None, response_schema: dict[str, Any] | None = None
+                            ) -> str | None:
+        text = "\n".join(message_text(m.get("content")) for m in context.get_messages() if isinstance(m, dict))
+        lines = [line.strip() for line in text.splitlines() if line.strip()][-self.max_lines:]
+        return "\n".join(" ".join(line.split()[: self.max_words]) for line in lines)
+
+
+class BenchSummarizer(ExtractiveSummarizer):
+    """The extractive summarizer, also serving pipecat's summarizer at the same limits."""
+
+    def pipecat_llm(self) -> LLMService:  # type: ignore[type-arg]
+        return ExtractiveForPipecat(self.config.max_lines, self.config.max_words)
+
+
+@dataclass
+class Request:
+    """One captured request: its text as the provider's cache sees it and where its cache breakpoints fall."""
+
+    text: str
+    breakpoints: list[int]
+
+
+@dataclass
+class Capture:
+    """Every request of one call (and, for ``lanes``, the same requests in the previous layout)."""
+
+    requests: list[Request] = field(default_factory=list)
+    previous_layout: list[Request] = field(default_factory=list)
+
+
+def request_of(tools: Any, system: str, messages: Sequence[dict[str, Any]], stable: int | None) -> Request:
+    """The request as text in the order the provider reads it; Anthropic breakpoints as character offsets."""
+    head = json.dumps(tools, sort_keys=True) + "\n" + system + "\n"
+    parts = [json.dumps(m, sort_keys=True) + "\n" for m in messages]
+    ends, at = [], len(head)
+    for part in parts:
+        at += len(part)
+        ends.append(at)
+    if stable is not None:  # ours: the end of the stable prefix
+        breakpoints = [ends[stable - 1]] if 0 < stable <= len(ends) else [len(head)]
+    else:  # pipecat's option: the last two user messages
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"][-2:]
+        breakpoints = [ends[i] for i in users]
+    return Request(head + "".join(parts), breakpoints)
+
+
+def previous_layout(session: CallSession, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lanes request as the layout before the cache-aware one built it (no system message: pipecat's)."""
+    policy = session.policy
+    assert isinstance(policy, LanesPolicy)
+    state, config = session.state, policy.assembler.config
+    facts = known_facts_block(state, policy.caller_constraint_lines(state))
+    summary = [m for m in messages if str(m.get("content") or "").startswith("SUMMARY")]
+    knowledge = retrieved_message(list(session.retrieved)[: config.max_retrieved])
+    constraints = constraints_message(config.hard_constraints)
+    return ([{"role": "developer", "content": facts}] if facts else []) + summary + (
+        [knowledge] if knowledge else []) + entries_to_messages(state.raw_entries()) + (
+        [constraints] if constraints else [])
+
+
+def attach_capture(llm: LLMService, capture: Capture, session: Callable[[], CallSession | None]) -> None:  # type: ignore[type-arg]
+    """Captures every context the LLM starts on, as it stands then."""
+    adapter = OpenAILLMAdapter()
+
+    def on_frame(_llm: Any, frame: Frame) -> None:
+        if not isinstance(frame, LLMContextFrame):
+            return
+        messages = copy.deepcopy([m for m in frame.context.get_messages() if isinstance(m, dict)])
+        tools = adapter.from_standard_tools(frame.context.tools)
+        system = str(getattr(llm._settings, "system_instruction", "") or "")
+        call = session()
+        lanes = call is not None and isinstance(call.policy, LanesPolicy) and call.last_context is not None
+        stable = None
+        if lanes:
+            assert call is not None and call.last_context is not None
+            # The system message is pipecat's system instruction, not a message: one fewer stable message.
+            stable = call.last_context.stable_count - (1 if call.system_prompt else 0)
+            capture.previous_layout.append(request_of(tools, system, previous_layout(call, messages), None))
+        capture.requests.append(request_of(tools, system, messages, stable))
+
+    llm.add_event_handler("on_before_process_frame", on_frame)
+
+
+def shared(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # binary search on equal prefixes: the requests are long
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass
+class CallCost:
+    """One call's figures."""
+
+    requests: int = 0
+    share: float = 0.0
+    input_tokens: int = 0
+    uncached_openai: int = 0
+    breaks: int = 0
+    cost: dict[str, float] = field(default_factory=dict)
+    facts: str = ""
+
+
+def cost_of(requests: Sequence[Request], anthropic_breakpoints: bool = True) -> CallCost:
+    """Prefix share, tokens and cost of a call's requests under every price table."""
+    out = CallCost(requests=len(requests))
+    shared_chars = total_chars = 0
+    cached_openai = 0
+    written: list[str] = []
+    read = write = rest = 0.0
+    previous = ""
+    for request in requests:
+        text = request.text
+        common = shared(previous, text) if previous else 0
+        shared_chars += common
+        total_chars += len(text)
+        tokens = len(text) / CHARS_PER_TOKEN
+        common_tokens = common / CHARS_PER_TOKEN
+        if previous and common < len(previous) - BREAK_SLACK_TOKENS * CHARS_PER_TOKEN:
+            out.breaks += 1
+        cached = (int(common_tokens) // OPENAI_STEP) * OPENAI_STEP if common_tokens >= OPENAI_MIN else 0
+        cached_openai += cached
+        out.uncached_openai += round(tokens - cached)
+        hit = max((len(e) for e in written if text.startswith(e)), default=0)
+        last = max((b for b in request.breakpoints if b >= ANTHROPIC_MIN * CHARS_PER_TOKEN), default=0)
+        last = last if anthropic_breakpoints else 0
+        read += hit / CHARS_PER_TOKEN
+        write += max(0, last - hit) / CHARS_PER_TOKEN
+        rest += (len(text) - max(hit, last)) / CHARS_PER_TOKEN
+        written += [text[:b] for b in request.breakpoints if b >= ANTHROPIC_MIN * CHARS_PER_TOKEN]
+        previous = text
+    out.share = shared_chars / total_chars if total_chars else 0.0
+    out.input_tokens = round(total_chars / CHARS_PER_TOKEN)
+    for name, price in PRICES.items():
+        if "cached" in price:
+            dollars = (out.uncached_openai * price["input"] + cached_openai * price["cached"]) / 1e6
+        else:
+            dollars = (read * price["read"] + write * price["write"] + rest * price["input"]) / 1e6
+        out.cost[name] = dollars
+    return out
+
+
+POLICIES: dict[str, dict[str, Any]] = {
+    "lanes": {"policy": {"name": "lanes"}},
+    "lanes $": {"policy": {"name": "lanes", "trigger": "reference", "batch": 1, "cache_price": 0.25}},
+    "rolling": {"policy": {"name": "rolling"}},
+    "window": {"policy": {"name": "window"}},
+    "pipecat": {"policy": {"name": "pipecat"}},
+    "full": {"policy": {"name": "pipecat"}, "pipecat_summarizer": {"summarize": False}},
+}
+
+
+async def play(script: Scenario, label: str, base: Settings, knowledge: bool) -> tuple[Capture, str]:
+    """Plays one call under the policy ``label``; returns its requests and its facts present at need."""
+    overrides = POLICIES[label]
+    settings = with_overrides(base, **overrides)
+    plan = SimulationPlan(script, [], billing_domain, [PolicyName(overrides["policy"]["name"])], settings,
+                          retention=None, knowledge=knowledge,
+                          summarizer_factory=lambda _script, _run: BenchSummarizer())
+    capture = Capture()
+    holder: dict[str, CallSession] = {}
+
+    def llm_factory(domain: Any) -> LLMService:  # type: ignore[type-arg]
+        from voice_agent.services.factory import make_llm
+
+        llm = make_llm(settings, domain)
+        attach_capture(llm, capture, lambda: holder.get("session"))
+        return llm
+
+    plan.llm_factory = llm_factory
+    parts = plan.call(script, plan.policies[0], 0)
+    holder["session"] = parts.session
+    facts = scenario_facts(script)
+    recorder = CallRecorder(parts.session, [f.watched() for f in facts])
+    before = [SpeculativeRetrieval(parts.session, shared_index(), BUDGETED_SPECULATION)] if knowledge else []
+    failure = None
+    try:
+        await run_text_call(parts.session, parts.llm, caller_lines(script), recorder=recorder, before_user=before,
+                            turn_timeout=60.0)
+    except (CallFailed, TurnTimeout) as exc:
+        failure = str(exc)
+    outcome = outcome_of(recorder, facts, failure)
+    present = sum(outcome.present_at_need.values())
+    return capture, f"{present}/{len(outcome.present_at_need)}" + (" FAILED" if outcome.failure else "")
+
+
+def scenarios(quick: bool, turns: int) -> list[Scenario]:
+    """The three scripted calls and one long call (the billing call stretched to ``turns`` exchanges)."""
+    long = long_call(load_scenario("billing_dispute"), seed=1, exchanges=turns)
+    if quick:
+        return [long]
+    return [load_scenario(n) for n in ("billing_dispute", "refund_orders", "callback_constraints")] + [long]
+
+
+def print_table(rows: list[tuple[str, str, str, CallCost]]) -> None:
+    """One line per call: scenario, knowledge, policy and its figures."""
+    names = list(PRICES)
+    head = (f"{'call':<30} {'know':<4} {'policy':<9} {'reqs':>4} {'share':>6} {'input':>8} {'uncached':>8} "
+            f"{'breaks':>6} " + " ".join(f"{'$ ' + n:>10}" for n in names) + f" {'facts':>7}")
+    print(head)
+    print("-" * len(head))
+    for scenario, know, label, c in rows:
+        print(f"{scenario:<30} {know:<4} {label:<9} {c.requests:>4} {c.share:>6.1%} {c.input_tokens:>8,} "
+              f"{c.uncached_openai:>8,} {c.breaks:>6} " + " ".join(f"{c.cost[n]:>10.4f}" for n in names)
+              + f" {c.facts:>7}")
+
+
+def local_row(requests: dict[str, list[Request]], limit: int) -> None:
+    """Prompt evaluation per request on the packaged model, each layout in turn, the KV cache reused."""
+    from llama_cpp import Llama
+
+    from voice_agent.summarizers.local_model import ensure_model
+
+    llama = Llama(model_path=str(ensure_model()), n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False)
+    print(f"\nlocal model (prompt evaluation per request, first {limit} requests of the call, KV cache reused):")
+    for label, reqs in requests.items():
+        llama.reset()
+        times = []
+        for request in reqs[:limit]:
+            tokens = llama.tokenize(request.text.encode(), add_bos=False)[-8000:]
+            start = time.perf_counter()
+            llama.eval(tokens) if not llama.n_tokens else _eval_suffix(llama, tokens)
+            times.append(time.perf_counter() - start)
+        cuts = statistics.quantiles(times, n=20)
+        print(f"  {label:<9} p50 {statistics.median(times):6.2f} s   p95 {cuts[18]:6.2f} s   "
+              f"total {sum(times):7.1f} s over {len(times)} requests")
+
+
+def _eval_suffix(llama: Any, tokens: list[int]) -> None:
+    """Evaluates only what ``tokens`` does not share with what the model holds (llama.cpp's prefix reuse)."""
+    held = list(llama.input_ids[: llama.n_tokens])
+    keep = 0
+    for a, b in zip(held, tokens, strict=False):
+        if a != b:
+            break
+        keep += 1
+    keep = min(keep, len(tokens) - 1)
+    llama.n_tokens = keep
+    llama._ctx.kv_cache_seq_rm(-1, keep, -1)
+    llama.eval(tokens[keep:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the 120-turn call only")
+    parser.add_argument("--turns", type=int, default=120, help="exchanges in the long call")
+    parser.add_argument("--local", action="store_true", help="also replay one call on the packaged local model")
+    parser.add_argument("--local-requests", type=int, default=40, help="requests replayed per layout")
+    args = parser.parse_args()
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+    base = with_overrides(load_settings(), summarizer={"kind": "extractive"}, llm={"provider": "reference"})
+    rows: list[tuple[str, str, str, CallCost]] = []
+    lanes_requests: dict[str, list[Request]] = {}
+    started = time.perf_counter()
+    for script in scenarios(args.quick, args.turns):
+        for knowledge in (False, True):
+            for label in POLICIES:
+                capture, facts = asyncio.run(play(script, label, base, knowledge))
+                know = "yes" if knowledge else "no"
+                cost = cost_of(capture.requests)
+                cost.facts = facts
+                rows.append((script.id, know, label, cost))
+                if label == "lanes":
+                    old = cost_of(capture.previous_layout)
+                    old.facts = facts
+                    rows.append((script.id, know, "lanes old", old))
+                    if knowledge and script.id.endswith(f"~long{1}"):
+                        lanes_requests = {"lanes": capture.requests, "lanes old": capture.previous_layout}
+                print(f"  {script.id} knowledge={know} {label}: {cost.requests} requests "
+                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    print(f"\nprices: {PRICES_DATED}; tokens are characters / {CHARS_PER_TOKEN}")
+    print_table(rows)
+    long_rows = {label: c for s, k, label, c in rows if s.endswith("~long1") and k == "yes"}
+    if "lanes" in long_rows and "pipecat" in long_rows:
+        print(f"\n{args.turns}-turn call with knowledge, cost against pipecat's summarizer (1.00 = the same):")
+        for label in ("lanes", "lanes $", "lanes old", "rolling", "full"):
+            ratios = "  ".join(f"{n} {long_rows[label].cost[n] / long_rows['pipecat'].cost[n]:.2f}" for n in PRICES)
+            print(f"  {label:<9} {ratios}   share {long_rows[label].share:.1%}")
+    if args.local and lanes_requests:
+        local_row(lanes_requests, args.local_requests)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
