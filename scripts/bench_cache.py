@@ -321,38 +321,31 @@ def print_table(rows: list[tuple[str, str, str, CallCost]]) -> None:
 
 
 def local_row(requests: dict[str, list[Request]], limit: int) -> None:
-    """Prompt evaluation per request on the packaged model, each layout in turn, the KV cache reused."""
+    """Prompt evaluation per request on the packaged model, one model instance per layout, requests interleaved
+    (so a busy machine slows both alike); llama.cpp reuses the KV cache of the prefix shared with the last one."""
     from llama_cpp import Llama
 
     from voice_agent.summarizers.local_model import ensure_model
 
-    llama = Llama(model_path=str(ensure_model()), n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False)
-    print(f"\nlocal model (prompt evaluation per request, first {limit} requests of the call, KV cache reused):")
-    for label, reqs in requests.items():
-        llama.reset()
-        times = []
-        for request in reqs[:limit]:
-            tokens = llama.tokenize(request.text.encode(), add_bos=False)[-8000:]
+    path = str(ensure_model())
+    models = {label: Llama(model_path=path, n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False)
+              for label in requests}
+    times: dict[str, list[float]] = {label: [] for label in requests}
+    count = min(limit, *(len(r) for r in requests.values()))
+    for i in range(count):
+        for label, reqs in requests.items():
+            llama = models[label]
+            tokens = llama.tokenize(reqs[i].text.encode(), add_bos=False)[-7000:]
             start = time.perf_counter()
-            llama.eval(tokens) if not llama.n_tokens else _eval_suffix(llama, tokens)
-            times.append(time.perf_counter() - start)
-        cuts = statistics.quantiles(times, n=20)
-        print(f"  {label:<9} p50 {statistics.median(times):6.2f} s   p95 {cuts[18]:6.2f} s   "
-              f"total {sum(times):7.1f} s over {len(times)} requests")
-
-
-def _eval_suffix(llama: Any, tokens: list[int]) -> None:
-    """Evaluates only what ``tokens`` does not share with what the model holds (llama.cpp's prefix reuse)."""
-    held = list(llama.input_ids[: llama.n_tokens])
-    keep = 0
-    for a, b in zip(held, tokens, strict=False):
-        if a != b:
-            break
-        keep += 1
-    keep = min(keep, len(tokens) - 1)
-    llama.n_tokens = keep
-    llama._ctx.kv_cache_seq_rm(-1, keep, -1)
-    llama.eval(tokens[keep:])
+            llama.create_completion(tokens, max_tokens=1, temperature=0.0)  # prefix reuse is llama.cpp's own
+            times[label].append(time.perf_counter() - start)
+        print(f"  local model: request {i + 1}/{count}", file=sys.stderr)
+    print(f"\nlocal model ({Path(path).name}), prompt evaluation per request, the first {count} requests:")
+    for label, spent in times.items():
+        cuts = statistics.quantiles(spent, n=20)
+        print(f"  {label:<9} p50 {statistics.median(spent):6.2f} s   p95 {cuts[18]:6.2f} s   total {sum(spent):7.1f} s")
+    base = statistics.median(times["lanes old"])
+    print(f"  lanes / lanes old, median: {statistics.median(times['lanes']) / base:.2f}")
 
 
 def main() -> int:
