@@ -8,6 +8,11 @@ message) and the caller heard the watchdog's apology. The server log also shows 
 ``--cache`` flag needed; that flag is a cache of whole states across prompts), so a second turn evaluates only
 what is new since the first.
 
+What the model says is its own: given the domain's tools, the 1.5B model often answers with a tool call written
+as text (``{"name": "lookup_account", ...``), since llama-cpp-python's server, with the GGUF's own chat template
+and ``tool_choice`` auto, returns the model's text as content rather than parsing it into ``tool_calls``. The test
+asserts the transport (every request answered, no apology), not the model's judgement.
+
 Needs the ``local-summarizer`` extra (the runtime with its server, and the model's parts); skipped without it.
 """
 
@@ -97,7 +102,6 @@ async def test_a_call_on_a_real_llama_server_gets_answers_and_reuses_the_prefix(
         load_settings(),
         # A busy 2-core machine: the first prompt alone can take a minute; one attempt, no retry.
         llm={"first_token_timeout_secs": 400.0, "total_timeout_secs": 500.0, "retries": 0},
-        summarizer={"kind": "extractive"},  # not a second copy of the model in this process
         call={"reference_date": dt.date(2026, 11, 30)},
     )
 

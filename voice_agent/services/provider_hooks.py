@@ -128,6 +128,7 @@ def _with_breakpoint(message: Any) -> Any | None:
         block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": content or "",
                  "cache_control": dict(EPHEMERAL)}
         return LLMSpecificMessage(llm="anthropic", message={"role": "user", "content": [block]})
+    blocks: list[dict[str, Any]]
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}]
     elif isinstance(content, list) and content and all(isinstance(b, dict) for b in content):
@@ -144,6 +145,15 @@ def _is_anthropic(llm: LLMService[Any]) -> bool:
     return module is not None and isinstance(llm, module.AnthropicLLMService)
 
 
+def _compatible_server(llm: LLMService[Any]) -> bool:
+    """An OpenAI-compatible server other than OpenAI's own API, which may know no ``developer`` role."""
+    # A service pipecat knows to lack that role (supports_developer_role) has it converted to user by pipecat.
+    if not isinstance(llm, BaseOpenAILLMService) or not llm.supports_developer_role:
+        return False
+    client = getattr(llm, "_client", None)  # pipecat keeps the SDK client private; its base_url is public
+    return not is_openai_api(getattr(client, "base_url", None))
+
+
 def message_dialect(llm: LLMService[Any], lane_role: str | None = None) -> MessageDialect:
     """The dialect of ``llm``'s provider.
 
@@ -156,11 +166,7 @@ def message_dialect(llm: LLMService[Any], lane_role: str | None = None) -> Messa
     """
     openai_family = isinstance(llm, BaseOpenAILLMService)
     if lane_role is None:
-        # A service pipecat knows to lack the developer role (supports_developer_role) is converted by pipecat.
-        client = getattr(llm, "_client", None)  # pipecat keeps the SDK client private; its base_url is public
-        compatible = openai_family and llm.supports_developer_role and not is_openai_api(
-            getattr(client, "base_url", None))
-        lane_role = "system" if compatible else LANE_ROLE
+        lane_role = "system" if _compatible_server(llm) else LANE_ROLE
     caching = getattr(llm.settings, "enable_prompt_caching", False) is True  # pipecat's own breakpoints
     return MessageDialect(lane_role=lane_role, tool_call_content="" if openai_family else None,
                           cache_breakpoint=_is_anthropic(llm) and not caching)
