@@ -58,6 +58,7 @@ def session_config(settings: Settings) -> SessionConfig:
         summary_in_background=settings.summarizer.background is True,
         pipecat=pipecat_limits(settings),
         holding_line=settings.dates.holding_line,
+        lane_role=settings.llm.lane_role,
     )
 
 
@@ -192,7 +193,7 @@ def build_call(
         The session and services of the call.
     """
     domain = domain_factory()
-    llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain)
+    llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain, cache_key=call_id)
     summarizer = summarizer_factory(call_id, domain) if summarizer_factory is not None else None
     session = build_session(settings, call_id, domain, summarizer, llm)
     return CallParts(session, llm, domain.id_shapes, domain.recognizer_topic, {"domain": domain})

@@ -115,6 +115,9 @@ class SessionConfig:
     """pipecat's summarization thresholds, for the ``pipecat`` policy."""
     holding_line: str = "One moment while I check the dates you gave me."
     """What the caller hears while a model reader reads the call at a date-bearing action ("" for nothing)."""
+    lane_role: str | None = None
+    """The role the lane messages reach the provider with (``llm.lane_role``); None: chosen from the LLM service
+    (:func:`voice_agent.services.provider_hooks.message_dialect`)."""
 
 
 class CallSession:

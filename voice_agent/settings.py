@@ -46,6 +46,8 @@ ENV_PREFIX = "VOICE_AGENT_"
 ENV_NESTED_DELIMITER = "__"
 
 Provider = Literal["reference", "openai", "anthropic", "google"]
+LaneRole = Literal["developer", "system", "user"]
+"""The role the lane messages (known facts, summary, knowledge, constraints) reach the provider with."""
 
 API_KEY_ENV: Mapping[str, str] = {
     "openai": "OPENAI_API_KEY",
@@ -83,6 +85,11 @@ class LLMConfig(_Section):
             a line (a model calling tools in a loop cannot run up a bill).
         max_repeated_refusals: Times one identical tool call may be refused or fail in a turn before the next
             is stopped the same way.
+        lane_role: The role of the lane messages: ``developer``, ``system`` or ``user``. Unset: ``developer``
+            for OpenAI's own API, Anthropic and Google (pipecat turns it into ``user`` for the latter two), and
+            ``system`` for any other OpenAI-compatible server (``base_url``): llama-cpp-python's server, for
+            one, answers HTTP 500 to a ``developer`` message. ``system`` is for OpenAI-compatible servers only:
+            pipecat would take a leading one for Anthropic's or Google's system instruction and drop it.
     """
 
     provider: Provider = "reference"
@@ -95,6 +102,7 @@ class LLMConfig(_Section):
     transfer_after_failures: int = Field(default=3, ge=1)
     max_tool_calls_per_turn: int = Field(default=8, ge=1)
     max_repeated_refusals: int = Field(default=2, ge=1)
+    lane_role: LaneRole | None = None
 
     @field_validator("total_timeout_secs")
     @classmethod
@@ -103,6 +111,13 @@ class LLMConfig(_Section):
         if isinstance(first, float) and value < first:
             raise ValueError(f"must be at least first_token_timeout_secs ({first:g})")
         return value
+
+    @model_validator(mode="after")
+    def _system_lanes_only_for_openai(self) -> LLMConfig:
+        if self.lane_role == "system" and self.provider in ("anthropic", "google"):
+            raise ValueError(f"lane_role=system is for OpenAI-compatible servers: llm.provider={self.provider} "
+                             "would take a leading system lane for the system instruction (use developer or user)")
+        return self
 
 
 class SummarizerConfig(_Section):
