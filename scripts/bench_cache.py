@@ -6,8 +6,9 @@ call only; ``--local``: also the measured row on the packaged local model, about
 Every call is built by the simulation runner's call factory from the same settings (the reference agent, the
 extractive summarizer) and only the policy differs:
 - ``lanes``: ours, the cache-aware layout, passes on the cadence (K=6, S=5: the settings' default);
-- ``lanes $``: the same with the ``reference`` trigger priced for the cache (``policy.cache_price`` 0.25, batch 1):
-  a pass runs once carrying the turns it folds has cost what the break costs;
+- ``lanes $P``: the same with the ``reference`` trigger priced for the cache (``policy.cache_price`` P, batch 1):
+  a pass runs once carrying the turns it folds has cost what the break costs; P is each table's own price for a
+  cached token (0.25 gpt-4.1, 0.5 gpt-4o, 0.1 Sonnet), and the summary compares each table with its own P;
 - ``lanes old``: the layout before the cache-aware one (KNOWN FACTS second, the knowledge before the recent
   turns), rebuilt from the ``lanes`` call's own state at each of its requests;
 - ``rolling``, ``window``: our baselines;
@@ -38,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import json
 import statistics
 import sys
 import time
@@ -68,6 +68,16 @@ from voice_agent.core.assembler import (  # noqa: E402
 from voice_agent.core.caller_history import message_text  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
 from voice_agent.evaluation.long_calls import long_call  # noqa: E402
+from voice_agent.evaluation.prompt_cache import (  # noqa: E402
+    CACHE_PRICE,
+    CHARS_PER_TOKEN,
+    PRICES,
+    PRICES_DATED,
+    CallCost,
+    Request,
+    cost_of,
+    request_of,
+)
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.lanes import LanesPolicy  # noqa: E402
 from voice_agent.recording.record import CallRecorder  # noqa: E402
@@ -80,20 +90,6 @@ from voice_agent.simulation.report import outcome_of  # noqa: E402
 from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts  # noqa: E402
 from voice_agent.simulation.text_call import CallFailed, TurnTimeout, run_text_call  # noqa: E402
 from voice_agent.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-
-CHARS_PER_TOKEN = 4
-OPENAI_MIN, OPENAI_STEP = 1024, 128
-ANTHROPIC_MIN, ANTHROPIC_WRITE, ANTHROPIC_READ = 1024, 1.25, 0.1
-BREAK_SLACK_TOKENS = 512
-
-PRICES: dict[str, dict[str, float]] = {
-    # US dollars per million input tokens, as the providers published them (OpenAI: gpt-4.1 from April 2025,
-    # gpt-4o from October 2024; Anthropic: Claude Sonnet 4 from May 2025, 5-minute cache). Not re-checked here.
-    "gpt-4.1": {"input": 2.00, "cached": 0.50},
-    "gpt-4o": {"input": 2.50, "cached": 1.25},
-    "sonnet-4": {"input": 3.00, "write": 3.75, "read": 0.30},
-}
-PRICES_DATED = "2025 list prices (see docs/benchmarks.md)"
 
 
 class ExtractiveForPipecat(LLMService):  # type: ignore[type-arg]
@@ -122,35 +118,11 @@ class BenchSummarizer(ExtractiveSummarizer):
 
 
 @dataclass
-class Request:
-    """One captured request: its text as the provider's cache sees it and where its cache breakpoints fall."""
-
-    text: str
-    breakpoints: list[int]
-
-
-@dataclass
 class Capture:
     """Every request of one call (and, for ``lanes``, the same requests in the previous layout)."""
 
     requests: list[Request] = field(default_factory=list)
     previous_layout: list[Request] = field(default_factory=list)
-
-
-def request_of(tools: Any, system: str, messages: Sequence[dict[str, Any]], stable: int | None) -> Request:
-    """The request as text in the order the provider reads it; Anthropic breakpoints as character offsets."""
-    head = json.dumps(tools, sort_keys=True) + "\n" + system + "\n"
-    parts = [json.dumps(m, sort_keys=True) + "\n" for m in messages]
-    ends, at = [], len(head)
-    for part in parts:
-        at += len(part)
-        ends.append(at)
-    if stable is not None:  # ours: the end of the stable prefix
-        breakpoints = [ends[stable - 1]] if 0 < stable <= len(ends) else [len(head)]
-    else:  # pipecat's option: the last two user messages
-        users = [i for i, m in enumerate(messages) if m.get("role") == "user"][-2:]
-        breakpoints = [ends[i] for i in users]
-    return Request(head + "".join(parts), breakpoints)
 
 
 def previous_layout(session: CallSession, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,74 +162,10 @@ def attach_capture(llm: LLMService, capture: Capture, session: Callable[[], Call
     llm.add_event_handler("on_before_process_frame", on_frame)
 
 
-def shared(a: str, b: str) -> int:
-    """Length of the common prefix of ``a`` and ``b``."""
-    n = min(len(a), len(b))
-    lo, hi = 0, n
-    while lo < hi:  # binary search on equal prefixes: the requests are long
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-@dataclass
-class CallCost:
-    """One call's figures."""
-
-    requests: int = 0
-    share: float = 0.0
-    input_tokens: int = 0
-    uncached_openai: int = 0
-    breaks: int = 0
-    cost: dict[str, float] = field(default_factory=dict)
-    facts: str = ""
-
-
-def cost_of(requests: Sequence[Request], anthropic_breakpoints: bool = True) -> CallCost:
-    """Prefix share, tokens and cost of a call's requests under every price table."""
-    out = CallCost(requests=len(requests))
-    shared_chars = total_chars = 0
-    cached_openai = 0
-    written: list[str] = []
-    read = write = rest = 0.0
-    previous = ""
-    for request in requests:
-        text = request.text
-        common = shared(previous, text) if previous else 0
-        shared_chars += common
-        total_chars += len(text)
-        tokens = len(text) / CHARS_PER_TOKEN
-        common_tokens = common / CHARS_PER_TOKEN
-        if previous and common < len(previous) - BREAK_SLACK_TOKENS * CHARS_PER_TOKEN:
-            out.breaks += 1
-        cached = (int(common_tokens) // OPENAI_STEP) * OPENAI_STEP if common_tokens >= OPENAI_MIN else 0
-        cached_openai += cached
-        out.uncached_openai += round(tokens - cached)
-        hit = max((len(e) for e in written if text.startswith(e)), default=0)
-        last = max((b for b in request.breakpoints if b >= ANTHROPIC_MIN * CHARS_PER_TOKEN), default=0)
-        last = last if anthropic_breakpoints else 0
-        read += hit / CHARS_PER_TOKEN
-        write += max(0, last - hit) / CHARS_PER_TOKEN
-        rest += (len(text) - max(hit, last)) / CHARS_PER_TOKEN
-        written += [text[:b] for b in request.breakpoints if b >= ANTHROPIC_MIN * CHARS_PER_TOKEN]
-        previous = text
-    out.share = shared_chars / total_chars if total_chars else 0.0
-    out.input_tokens = round(total_chars / CHARS_PER_TOKEN)
-    for name, price in PRICES.items():
-        if "cached" in price:
-            dollars = (out.uncached_openai * price["input"] + cached_openai * price["cached"]) / 1e6
-        else:
-            dollars = (read * price["read"] + write * price["write"] + rest * price["input"]) / 1e6
-        out.cost[name] = dollars
-    return out
-
-
 POLICIES: dict[str, dict[str, Any]] = {
     "lanes": {"policy": {"name": "lanes"}},
-    "lanes $": {"policy": {"name": "lanes", "trigger": "reference", "batch": 1, "cache_price": 0.25}},
+    **{f"lanes ${price:g}": {"policy": {"name": "lanes", "trigger": "reference", "batch": 1, "cache_price": price}}
+       for price in sorted(set(CACHE_PRICE.values()))},
     "rolling": {"policy": {"name": "rolling"}},
     "window": {"policy": {"name": "window"}},
     "pipecat": {"policy": {"name": "pipecat"}},
@@ -381,10 +289,16 @@ def main() -> int:
     print_table(rows)
     long_rows = {label: c for s, k, label, c in rows if s.endswith("~long1") and k == "yes"}
     if "lanes" in long_rows and "pipecat" in long_rows:
-        print(f"\n{args.turns}-turn call with knowledge, cost against pipecat's summarizer (1.00 = the same):")
+        print(f"\n{args.turns}-turn call with knowledge, cost against pipecat's summarizer (1.00 = the same; "
+              "lanes $: each table with its own cache price):")
         for label in ("lanes", "lanes $", "lanes old", "rolling", "full"):
-            ratios = "  ".join(f"{n} {long_rows[label].cost[n] / long_rows['pipecat'].cost[n]:.2f}" for n in PRICES)
-            print(f"  {label:<9} {ratios}   share {long_rows[label].share:.1%}")
+            rows_of = {n: long_rows[f"lanes ${CACHE_PRICE[n]:g}"] if label == "lanes $" else long_rows[label]
+                       for n in PRICES}
+            ratios = "  ".join(f"{n} {rows_of[n].cost[n] / long_rows['pipecat'].cost[n]:.2f}" for n in PRICES)
+            shares = "/".join(f"{rows_of[n].share:.1%}" for n in PRICES) if label == "lanes $" else (
+                f"{long_rows[label].share:.1%}")
+            facts = long_rows[label if label != "lanes $" else "lanes $0.25"].facts
+            print(f"  {label:<9} {ratios}   share {shares}   facts {facts}")
     if args.local and lanes_requests:
         local_row(lanes_requests, args.local_requests)
     return 0

@@ -167,10 +167,8 @@ async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
     stable: list[str] = []
 
     def with_stable_prefix() -> AssembledContext:
-        # Whatever the lanes' layout: everything but the last message (HARD CONSTRAINTS) is the stable prefix.
-        context = assemble()
-        context.stable_count = len(context.messages) - 1
-        stable.append(str(context.messages[-2]["content"]))
+        context = assemble()  # the lanes' own layout: the stable prefix, then the tail
+        stable.append(str(context.messages[context.stable_count - 1]["content"]))
         return context
 
     monkeypatch.setattr(session, "assemble", with_stable_prefix)
@@ -183,5 +181,5 @@ async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
         assert marked == {"type": "text", "text": last_stable, "cache_control": {"type": "ephemeral"}}
         # The volatile tail follows it: the constraints lane, merged into the same user message by pipecat.
         tail = body["messages"][index]["content"][block + 1:]
-        assert [b["text"].split("\n")[0] for b in tail] == ["HARD CONSTRAINTS (never break these):"]
+        assert [b["text"].split("\n")[0] for b in tail][-1] == "HARD CONSTRAINTS (never break these):"
     assert stable == [LINES[0].text, LINES[1].text]
