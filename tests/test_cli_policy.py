@@ -89,3 +89,13 @@ def test_check_dates_text_and_bad_reference() -> None:
     assert result.exit_code == 0 and "exclude_weekday" in result.stdout and "weekday=1" in result.stdout
     bad = runner.invoke(app, ["check-dates", "--reference-date", "30/11/2026", "x"])
     assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_simulate_names_a_paraphrase_folder_that_is_not_there() -> None:
+    from typer.testing import CliRunner
+
+    from voice_agent.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", "billing_dispute", "--paraphrases", "blind/nope", "--runs", "1",
+                                      "--quiet", "--no-knowledge"])
+    assert result.exit_code != 0 and "no folder 'blind/nope'" in result.output
