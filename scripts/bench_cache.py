@@ -218,12 +218,12 @@ def scenarios(quick: bool, turns: int) -> list[Scenario]:
 def print_table(rows: list[tuple[str, str, str, CallCost]]) -> None:
     """One line per call: scenario, knowledge, policy and its figures."""
     names = list(PRICES)
-    head = (f"{'call':<30} {'know':<4} {'policy':<9} {'reqs':>4} {'share':>6} {'input':>8} {'uncached':>8} "
+    head = (f"{'call':<30} {'know':<4} {'policy':<11} {'reqs':>4} {'share':>6} {'input':>8} {'uncached':>8} "
             f"{'breaks':>6} " + " ".join(f"{'$ ' + n:>10}" for n in names) + f" {'facts':>7}")
     print(head)
     print("-" * len(head))
     for scenario, know, label, c in rows:
-        print(f"{scenario:<30} {know:<4} {label:<9} {c.requests:>4} {c.share:>6.1%} {c.input_tokens:>8,} "
+        print(f"{scenario:<30} {know:<4} {label:<11} {c.requests:>4} {c.share:>6.1%} {c.input_tokens:>8,} "
               f"{c.uncached_openai:>8,} {c.breaks:>6} " + " ".join(f"{c.cost[n]:>10.4f}" for n in names)
               + f" {c.facts:>7}")
 
