@@ -20,6 +20,7 @@ from pipecat.frames.frames import LLMContextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 
 from processors.context_assembly import ContextAssembly
+from tests.lanes_content import assert_same_content
 from voice_agent.core.caller_history import CallerHistoryReader, caller_texts
 from voice_agent.core.casefree import CaseFree
 from voice_agent.core.guards.date_guard import DateGuard
@@ -94,28 +95,6 @@ def from_scratch(session: CallSession) -> Any:
     """The same lanes built by a new policy with a new date guard: nothing cached."""
     policy = LanesPolicy(session.assembler_config, ExtractiveSummarizer(), DateGuard(TODAY))
     return policy.build(session.state, session.retrieved)
-
-
-def fact_lines(messages: list[Any]) -> tuple[list[Any], list[str], list[str]]:
-    """(the messages other than KNOWN FACTS, the fact lines of the first KNOWN FACTS block, those of the rest)."""
-    blocks = [str(m["content"]).splitlines() for m in messages if str(m.get("content") or "").startswith("KNOWN")]
-    lines = [[line for line in block if line.startswith("- ")] for block in blocks]
-    others = [m for m in messages if not str(m.get("content") or "").startswith("KNOWN")]
-    return others, lines[0] if lines else [], [line for block in lines[1:] for line in block]
-
-
-def assert_same_content(live: list[Any], fresh: list[Any]) -> None:
-    """The live request holds what a build from scratch holds: the same turns, summary and rules, every current
-    fact line (in the prefix or in the tail), and in the tail only current fact lines.
-
-    The live prefix keeps the fact lines of the last summary pass (the cache's view); a fresh build, with no
-    pass behind it, has all of them in one block.
-    """
-    live_others, live_prefix, live_tail = fact_lines(live)
-    fresh_others, fresh_facts, fresh_tail = fact_lines(fresh)
-    assert live_others == fresh_others and not fresh_tail
-    assert set(fresh_facts) <= set(live_prefix) | set(live_tail)
-    assert set(live_tail) <= set(fresh_facts)
 
 
 def test_incremental_context_equals_a_build_from_scratch_over_a_long_call() -> None:
