@@ -17,6 +17,8 @@ Message = dict[str, Any]
 
 KNOWN_FACTS_HEADER = "KNOWN FACTS (tool values; quotes are the caller's words; copy exactly):"
 MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; confirm before acting):"
+LANE_HEADERS = ("KNOWN FACTS", "NOTED BY THE AGENT", "SUMMARY of earlier turns", "KNOWLEDGE (", "HARD CONSTRAINTS")
+"""How every lane message the assembler writes begins, whatever role it is sent with (``llm.lane_role``)."""
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
