@@ -22,8 +22,9 @@ from voice_agent.core.assembler import (
 )
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
-from voice_agent.core.policy import ContextPolicy
+from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.core.tokens import estimate_message_tokens
 from voice_agent.core.transcript import EntryKind, ToolOutcome
 
 ID_ALPHABET = "ACDEFHJKMNPQRTUVWXY0123456789"
@@ -50,9 +51,16 @@ steps = st.lists(st.tuples(st.text("abcdefgh ", min_size=1, max_size=30),
                            st.booleans(), st.booleans()), min_size=1, max_size=40)
 
 
-def play(call: list[Step], keep: int, every: int) -> tuple[list[AssembledContext], list[bool], CallState]:
-    """Plays the call turn by turn with one assembler; returns every request and whether a pass ran before it."""
-    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(keep, every), slot_model=Slots)
+def play(call: list[Step], keep: int, every: int, reference: bool = False
+         ) -> tuple[list[AssembledContext], list[bool], CallState]:
+    """Plays the call turn by turn with one assembler; returns every request and whether a pass ran before it.
+
+    Each reply repeats its turn's knowledge (so it is kept); ``reference``: the reference trigger, which holds
+    turns a later one refers to (an account said again) and folds those around them.
+    """
+    policy = (ContextPolicy(keep, every, trigger=Trigger.REFERENCE, floor=1, batch=1) if reference
+              else ContextPolicy(keep, every))
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=policy, slot_model=Slots)
     compactor = Compactor(LineSummarizer())
     config = AssemblerConfig(system_prompt="SYS", hard_constraints=("never read a card number",))
     assembler = ContextAssembler(config)
@@ -72,7 +80,7 @@ def play(call: list[Step], keep: int, every: int) -> tuple[list[AssembledContext
             state.transcript.append_tool_result(n, "lookup", f"c{n}", {"ok": n}, ToolOutcome.COMPLETED)
             requests.append(assembler.build(state, retrieved))
             passes.append(False)
-        state.record_agent(f"reply {n}")
+        state.record_agent(f"reply {n}: chunk for turn {n} indeed" if knowledge else f"reply {n}")
     return requests, passes, state
 
 
@@ -88,6 +96,16 @@ def test_a_request_without_a_pass_extends_the_stable_prefix_of_the_one_before(
             kept = [m for m in before.messages[: before.stable_count]
                     if not str(m.get("content")).startswith("KNOWLEDGE") or m in after.messages]
             assert after.messages[: len(kept)] == kept
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_lane_tokens_count_what_the_request_holds(call: list[Step], keep: int, every: int, reference: bool) -> None:
+    requests, _, _ = play(call, keep, every, reference)
+    for request in requests:
+        assert all(v >= 0 for v in request.lane_tokens.values()), request.lane_tokens
+        shown = [m for m in request.messages if str(m.get("content")).startswith("KNOWLEDGE")]
+        assert request.lane_tokens["retrieved"] == sum(estimate_message_tokens(str(m["content"])) for m in shown)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,3 +164,18 @@ def test_a_pass_rebuilds_the_prefix_once() -> None:
     broken = [i for i, (before, after) in enumerate(pairwise(requests), start=1)
               if after.messages[: before.stable_count] != before.messages[: before.stable_count]]
     assert broken and broken == [i for i in range(1, len(requests)) if passes[i]]
+
+
+def test_a_changed_model_note_in_the_tail_says_it_replaces_the_one_above() -> None:
+    from voice_agent.core.provenance import ModelOutput
+
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(6, 5), slot_model=Slots)
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    state.start_turn("hi")
+    state.ledger.record_from_tool("account", "ACC111111", 1, "lookup", "id")
+    state.slots.apply_harvest("callback_time", "after lunch", 1, "note.time", ModelOutput("note", 1))
+    assembler.build(state)  # the prefix: the account, and the note
+    state.slots.apply_harvest("callback_time", "before noon", 1, "note.time", ModelOutput("note", 1))
+    request = assembler.build(state)
+    tail = str(request.messages[request.stable_count]["content"])
+    assert tail.startswith(FACTS_SINCE_HEADER) and "before noon" in tail

@@ -170,8 +170,9 @@ def test_bad_trigger_names_are_refused() -> None:
 
 def _long_unrelated(turns: int) -> list[tuple[str, str]]:
     words = ("kettle", "bicycle", "garden", "piano", "lantern", "meadow", "harbour", "violin", "teapot", "saddle")
-    return [(f"What about the {words[n % 10]} number {n}, is it working as it should be today?",
-             f"The {words[n % 10]} number {n} is fine and working as it should.") for n in range(turns)]
+    # No digits: a turn that states a number stays held, and this call is about passes, not holds.
+    return [(f"What about the {words[n % 10]}, is it working as it should be today?",
+             f"The {words[n % 10]} is fine and working as it should.") for n in range(turns)]
 
 
 def test_a_cache_price_makes_passes_fewer_and_larger_the_cheaper_the_cache() -> None:
@@ -201,3 +202,8 @@ def test_cache_price_must_be_a_share() -> None:
         ContextPolicy(cache_price=1.0)
     with pytest.raises(SettingsError):
         with_overrides(Settings(), policy={"cache_price": 0.0})
+    with pytest.raises(SettingsError, match="reference"):  # the cadence has nothing to price
+        with_overrides(Settings(), policy={"cache_price": 0.25})
+    with pytest.raises(PolicyError):
+        ContextPolicy(cache_price=0.25)
+    assert with_overrides(Settings(), policy={"trigger": "reference", "cache_price": 0.25}).policy.cache_price == 0.25

@@ -181,6 +181,14 @@ class PolicyConfig(_Section):
     batch: int = Field(default=6, ge=1)
     cache_price: float | None = Field(default=None, gt=0.0, lt=1.0)
 
+    @field_validator("cache_price")
+    @classmethod
+    def _reference_only(cls, value: float | None, info: ValidationInfo) -> float | None:
+        trigger = info.data.get("trigger")
+        if value is not None and trigger != "reference":
+            raise ValueError(f"prices the reference trigger's passes; set trigger = \"reference\" (it is {trigger!r})")
+        return value
+
 
 class PipecatSummarizerConfig(_Section):
     """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults).

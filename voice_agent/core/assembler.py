@@ -286,12 +286,14 @@ class ContextAssembler:
         if not state.summary.is_empty():
             text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
             summary = [{"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text}]
-        first = raw[0].index if raw else None
-        knowledge = {i: m for i, (_, m) in stable.knowledge.items() if first is not None and i >= first}
+        callers = _caller_indices(raw)
+        knowledge = {i: m for i, (_, m) in stable.knowledge.items() if i in callers}
         recent = entries_to_messages(raw, knowledge)
-        new_facts = render_facts([line for line in lines if line not in stable.facts],
-                                 [line for line in noted if line not in stable.noted],
-                                 FACTS_SINCE_HEADER if facts else KNOWN_FACTS_HEADER)
+        fresh = [line for line in lines if line not in stable.facts]
+        fresh_noted = [line for line in noted if line not in stable.noted]
+        new_facts = render_facts(fresh, fresh_noted, FACTS_SINCE_HEADER if facts else KNOWN_FACTS_HEADER)
+        if facts and not fresh and fresh_noted:  # a noted line that changed must say it replaces the one above
+            new_facts = FACTS_SINCE_HEADER + "\n" + str(new_facts)
         tail_facts = [{"role": LANE_ROLE, "content": new_facts}] if new_facts else []
         constraints = lane_of(constraints_message(self.config.hard_constraints))
         messages += prefix_facts + summary + recent
@@ -317,10 +319,11 @@ class ContextAssembler:
         if stable.state is state and stable.summary is state.summary and stable.first_raw == first:
             return stable
         same_call = stable.state is state
+        callers = _caller_indices(raw)
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), fact_order=tuple(lines), noted_order=tuple(noted),
                                # Knowledge of turns a pass folded went with them.
-                               knowledge={i: k for i, k in stable.knowledge.items() if first is not None and i >= first}
+                               knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
                                if same_call else {},
                                knowledge_turns=stable.knowledge_turns if same_call else set(),
                                used=stable.used if same_call else set())
@@ -354,6 +357,11 @@ class ContextAssembler:
                 stable.knowledge[entry.index] = (state.turn, message)
                 stable.knowledge_turns.add(state.turn)
                 return
+
+
+def _caller_indices(raw: Sequence[TranscriptEntry]) -> frozenset[int]:
+    """Transcript indexes of the caller entries still raw: the only places pinned knowledge can sit."""
+    return frozenset(e.index for e in raw if e.kind is EntryKind.CALLER)
 
 
 USED_WORDS = 5

@@ -84,6 +84,8 @@ class ContextPolicy:
             raise PolicyError(f"batch must be at least 1, got {self.batch}")
         if self.cache_price is not None and not 0.0 < self.cache_price < 1.0:
             raise PolicyError(f"cache_price must lie strictly between 0 and 1, got {self.cache_price}")
+        if self.cache_price is not None and self.trigger is not Trigger.REFERENCE:
+            raise PolicyError(f"cache_price prices the reference trigger's passes; trigger is {self.trigger.value}")
 
     def window_start(self, turn: int) -> int:
         """First turn of the raw window at the start of ``turn``.
