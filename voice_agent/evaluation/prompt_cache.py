@@ -112,9 +112,8 @@ def cost_of(requests: Sequence[Request]) -> CallCost:
         read += hit / CHARS_PER_TOKEN
         write += max(0, last - hit) / CHARS_PER_TOKEN
         rest += (len(text) - max(hit, last)) / CHARS_PER_TOKEN
-        # What this request does not start with can never be read again (a cache break): drop it, so a long call
-        # costs what it holds, not what it ever wrote.
-        written = [e for e in written if len(e) <= len(text) and text.startswith(e)]
+        # Every prefix written stays readable (a later request may come back to it, e.g. once a turn's unused
+        # knowledge is dropped), as Anthropic's cache keeps it for five minutes: a call's requests come sooner.
         written += [text[:b] for b in request.breakpoints if b >= ANTHROPIC_MIN * CHARS_PER_TOKEN]
         previous = text
     out.share = shared_chars / total_chars if total_chars else 0.0
