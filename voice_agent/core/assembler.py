@@ -225,8 +225,9 @@ class _Stable:
         state: The call (another call's state starts over).
         summary: The summary the prefix shows (a pass replaces the object).
         first_raw: Transcript index of the first raw entry (a pass moves it).
-        facts: The KNOWN FACTS lines written into the prefix when it was (re)built (``fact_order``: in order).
-        noted: The model-noted lines written there (``noted_order``: in order).
+        facts: The KNOWN FACTS lines written into the prefix when it was (re)built.
+        noted: The model-noted lines written there.
+        block: That KNOWN FACTS block as rendered (None: no lines), rendered once per pass.
         knowledge: Transcript index of a caller entry -> (its turn, the knowledge message the turn was given),
             placed right after it.
         knowledge_turns: The turns that were given knowledge.
@@ -238,8 +239,7 @@ class _Stable:
     first_raw: int | None = None
     facts: frozenset[str] = frozenset()
     noted: frozenset[str] = frozenset()
-    fact_order: tuple[str, ...] = ()
-    noted_order: tuple[str, ...] = ()
+    block: str | None = None
     knowledge: dict[int, tuple[int, Message]] = field(default_factory=dict)
     knowledge_turns: set[int] = field(default_factory=set)
     used: set[int] = field(default_factory=set)
@@ -279,7 +279,7 @@ class ContextAssembler:
         self._keep_knowledge(state, stable, raw, retrieved)
         messages: list[Message] = list(system_lane(self.config.system_prompt))
         tokens = {"system": sum(_message_tokens(m) for m in messages)}
-        facts = render_facts(stable.fact_order, stable.noted_order)
+        facts = stable.block
         prefix_facts = [{"role": LANE_ROLE, "content": facts}] if facts else []
         dropped = 0
         summary: list[Message] = []
@@ -321,7 +321,7 @@ class ContextAssembler:
         same_call = stable.state is state
         callers = _caller_indices(raw)
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
-                               noted=frozenset(noted), fact_order=tuple(lines), noted_order=tuple(noted),
+                               noted=frozenset(noted), block=render_facts(lines, noted),
                                # Knowledge of turns a pass folded went with them.
                                knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
                                if same_call else {},
