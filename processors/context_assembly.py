@@ -10,6 +10,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from voice_agent.core.caller_history import CallerHistoryReader, message_text
 from voice_agent.policies.pipecat_builtin import is_pipecat_summary
+from voice_agent.services.provider_hooks import MessageDialect
 from voice_agent.session import CallSession
 
 
@@ -62,7 +63,9 @@ class ContextAssembly(FrameProcessor):
     Under the ``pipecat`` policy the frame goes on unchanged (pipecat's own context is
     what that policy shows the model); the caller's new words still open the turn.
     The history's messages that are no turn's (its system message, notes other processors
-    add) go to the model first, unchanged; so do the context's tools and tool choice.
+    add) go to the model first, unchanged; so do the context's tools and tool choice. The messages reach pipecat
+    in the provider's dialect (the lane role, a prompt-cache breakpoint at the end of the stable prefix); under
+    ``pipecat`` the context is pipecat's own and is not rewritten.
 
     Args:
         session: The call.
@@ -70,15 +73,18 @@ class ContextAssembly(FrameProcessor):
             stages one (a stage alone gets its own).
         history: The reader of the history's caller messages (the other policies); the pipeline gives both
             stages one, so each message is scanned once per call (a stage alone gets its own).
+        dialect: What the LLM's provider needs of the messages; None: the lanes' own (OpenAI's API).
     """
 
     def __init__(self, session: CallSession, caller_messages: CallerMessages | None = None,
-                 history: CallerHistoryReader | None = None, **kwargs: Any) -> None:
+                 history: CallerHistoryReader | None = None, dialect: MessageDialect | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._caller_messages = caller_messages if caller_messages is not None else CallerMessages()
         # The history grows every turn: only the messages appended since the last inference are scanned.
         self._history = history if history is not None else CallerHistoryReader()
+        self._dialect = dialect if dialect is not None else MessageDialect()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Dispatches LLMContextFrames to the assembler; forwards the rest."""
@@ -101,12 +107,15 @@ class ContextAssembly(FrameProcessor):
         await self._session.sync_caller_messages(users)
         assembled = self._session.assemble()
         messages = cast(list[Any], assembled.messages)  # plain OpenAI-format dicts
+        stable = assembled.stable_count
         if messages and messages[0] == {"role": "system", "content": self._session.system_prompt}:
             # pipecat 1.9+ takes the prompt as the service's system instruction (set once per call
             # by build_call_pipeline); a leading system message in the context is deprecated.
             messages = messages[1:]
+            stable = max(stable - 1, 0)
         # What the lanes do not hold goes first, as it stands in the history: the system message of the user's
         # own context, notes other processors added. It only grows, so the cached prefix survives it.
-        messages = [*self._history.passthrough(history), *messages]
+        passthrough = self._history.passthrough(history)
+        messages = self._dialect.apply([*passthrough, *messages], len(passthrough) + stable)
         context = LLMContext(messages=messages, tools=canonical.tools, tool_choice=canonical.tool_choice)
         return LLMContextFrame(context=context, speculation=frame.speculation)

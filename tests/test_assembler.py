@@ -101,8 +101,11 @@ def test_lane_order_matches_design() -> None:
     assert contents[0] == "SYS"
     assert contents[1].startswith("KNOWN FACTS") and "ACC47291" in contents[1]
     assert contents[2].startswith("SUMMARY")
-    assert contents[3].startswith("KNOWLEDGE") and "c3" in contents[3] and "c4" not in contents[3]
-    assert contents[-1].startswith("HARD CONSTRAINTS")
+    # The turn's knowledge follows the caller's words it answers, inside the stable prefix.
+    knowledge = next(i for i, c in enumerate(contents) if c.startswith("KNOWLEDGE"))
+    assert ctx.messages[knowledge - 1]["role"] == "user" and knowledge < ctx.stable_count
+    assert "c3" in contents[knowledge] and "c4" not in contents[knowledge]
+    assert contents[-1].startswith("HARD CONSTRAINTS") and ctx.stable_count == len(contents) - 1
     assert list(ctx.lane_tokens) == list(LANE_ORDER) and all(v > 0 for v in ctx.lane_tokens.values())
 
 

@@ -163,8 +163,11 @@ def test_knowledge_questions_call_no_tool(question: str) -> None:
 def test_knowledge_chunk_answers_a_question() -> None:
     chunk = {"role": "system", "content": "KNOWLEDGE (may help with this question):\n[1] Statements close on the "
                                           "5th. Payment is due 20 days later."}
-    reply = respond(system(), chunk, user("When does my statement close?"))
+    reply = respond(system(), user("When does my statement close?"), chunk)
     assert reply.text == "Statements close on the 5th."
+    # An earlier question's knowledge stays where its turn put it; it does not answer the next question.
+    later = respond(system(), user("When does my statement close?"), chunk, user("When does my statement close?"))
+    assert later.text != "Statements close on the 5th."
 
 
 def test_case_notes_record_the_callers_words() -> None:

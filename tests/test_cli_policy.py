@@ -27,6 +27,18 @@ def test_json_matches_design() -> None:
     assert report["schedule"] == [15, 20, 25, 30] and report["rewrites"] == 4 and report["bound"] == 5
     assert round(report["survival"], 3) == 0.656
     assert round(report["expected_facts"], 2) == 3.28 and round(report["all_facts"] * 100, 1) == 12.2
+    # Every pass by turn 31 (turns 10, 15, 20, 25, 30) rewrites the prompt prefix once.
+    assert report["cache_breaks"] == 5
+
+
+def test_a_faster_cadence_shows_more_cache_breaks() -> None:
+    breaks = {}
+    for every in ("2", "10"):
+        _, out, _ = run("--keep", "6", "--every", every, "--stated", "4", "--needed", "60", "--json")
+        breaks[every] = json.loads(out)["cache_breaks"]
+    assert breaks["2"] > 3 * breaks["10"]
+    _, text, _ = run("--keep", "6", "--every", "5", "--stated", "4", "--needed", "31")
+    assert "cache breaks by turn 31: 5" in text
 
 
 def test_alignments_json_and_text() -> None:
@@ -89,3 +101,13 @@ def test_check_dates_text_and_bad_reference() -> None:
     assert result.exit_code == 0 and "exclude_weekday" in result.stdout and "weekday=1" in result.stdout
     bad = runner.invoke(app, ["check-dates", "--reference-date", "30/11/2026", "x"])
     assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_simulate_names_a_paraphrase_folder_that_is_not_there() -> None:
+    from typer.testing import CliRunner
+
+    from voice_agent.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", "billing_dispute", "--paraphrases", "blind/nope", "--runs", "1",
+                                      "--quiet", "--no-knowledge"])
+    assert result.exit_code != 0 and "no folder 'blind/nope'" in result.output

@@ -166,3 +166,44 @@ def test_bad_trigger_names_are_refused() -> None:
         ContextPolicy(trigger=Trigger.REFERENCE, floor=0)
     with pytest.raises(SettingsError):
         with_overrides(Settings(), policy={"trigger": "sometimes"})
+
+
+def _long_unrelated(turns: int) -> list[tuple[str, str]]:
+    words = ("kettle", "bicycle", "garden", "piano", "lantern", "meadow", "harbour", "violin", "teapot", "saddle")
+    # No digits: a turn that states a number stays held, and this call is about passes, not holds.
+    return [(f"What about the {words[n % 10]}, is it working as it should be today?",
+             f"The {words[n % 10]} is fine and working as it should.") for n in range(turns)]
+
+
+def test_a_cache_price_makes_passes_fewer_and_larger_the_cheaper_the_cache() -> None:
+    counts = {}
+    for price in (None, 0.5, 0.1):
+        state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
+            trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=price))
+        passes = play(state, _long_unrelated(80), CompactionTrigger())
+        counts[price] = len(passes)
+        assert passes, price
+    assert counts[None] > counts[0.5] > counts[0.1]
+
+
+def test_a_cache_priced_pass_folds_more_turns_and_keeps_the_floor() -> None:
+    sizes = {}
+    for price in (None, 0.1):
+        state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
+            trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=price))
+        passes = play(state, _long_unrelated(60), CompactionTrigger())
+        sizes[price] = sum(len(ts) for _, ts in passes) / len(passes)
+        assert all(t < turn - 2 for turn, ts in passes for t in ts)
+    assert sizes[0.1] >= 3 * sizes[None]
+
+
+def test_cache_price_must_be_a_share() -> None:
+    with pytest.raises(PolicyError):
+        ContextPolicy(cache_price=1.0)
+    with pytest.raises(SettingsError):
+        with_overrides(Settings(), policy={"cache_price": 0.0})
+    with pytest.raises(SettingsError, match="reference"):  # the cadence has nothing to price
+        with_overrides(Settings(), policy={"cache_price": 0.25})
+    with pytest.raises(PolicyError):
+        ContextPolicy(cache_price=0.25)
+    assert with_overrides(Settings(), policy={"trigger": "reference", "cache_price": 0.25}).policy.cache_price == 0.25

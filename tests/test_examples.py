@@ -109,7 +109,8 @@ async def test_after_the_bots_prompt_with_braces_and_its_tools_reach_the_model_o
     assert '{"order": <order number>' in bot.SYSTEM_PROMPT
     # The lanes are on every request after the lookup: the order number as the tool returned it.
     facts = [m["content"] for m in llm.received[-1] if str(m.get("content", "")).startswith("KNOWN FACTS")]
-    assert len(facts) == 1 and "ORD-7K4M2P" in facts[0]
+    # The facts as of the last summary pass sit in the cached prefix, the ones learnt since in the tail.
+    assert 1 <= len(facts) <= 2 and "ORD-7K4M2P" in facts[-1]
 
 
 async def test_after_a_callback_on_a_day_the_caller_ruled_out_never_runs() -> None:

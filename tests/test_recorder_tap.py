@@ -101,3 +101,22 @@ async def test_the_served_calls_record_has_each_turns_first_response_and_no_erro
     for turn, heard in zip(record.turns, result.turns, strict=True):
         assert turn["errors"] == [] and turn["first_response_ms"] is not None
         assert heard.latency_ms is not None and 0 < turn["first_response_ms"] < heard.latency_ms + 1000
+
+
+def test_lane_messages_sent_as_user_are_memory_not_the_callers_words() -> None:
+    # llm.lane_role = "user": a lane reaches the model as a user message; the recorder must still know it.
+    from voice_agent.recording.record import WatchedFact
+
+    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    fact = WatchedFact("account", ["ACC-1"], 1, 2, (), None)
+    recorder = CallRecorder(session, [fact])
+    session.state.start_turn("hello")
+    recorder.context_received([
+        {"role": "user", "content": "KNOWN FACTS (tool values; quotes are the caller's words; copy exactly):\n"
+                                    "- account: ACC-1"},
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": "HARD CONSTRAINTS (never break these):\n- be kind"},
+    ])
+    record = recorder.turns[-1] if recorder.turns else recorder.current
+    assert record is not None and record.facts_in_memory == {"account": True}
+    assert list(recorder._caller_texts) == ["hello"]

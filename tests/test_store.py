@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lanes_content import assert_same_content
 from voice_agent.call_factory import CallParts, build_call
 from voice_agent.core.policy import PolicyTracker
 from voice_agent.scenarios import load_scenario
@@ -187,7 +188,7 @@ async def test_a_restored_call_assembles_the_same_context_and_encodes_the_same()
     assert len(parts.session.state.ledger) >= 2 and parts.session.state.slots.filled()
     resumed = new_call()
     assert restore(resumed.session, decode(data, call_id="call-1-abc")) == []
-    assert resumed.session.assemble().messages == before
+    assert_same_content(before, resumed.session.assemble().messages)
     resumed.session.requests_by_turn = dict(parts.session.requests_by_turn)  # assemble() above counted one more
     assert encode(resumed.session) == data
     assert resumed.session.domain.extra["backend"].disputes == parts.session.domain.extra["backend"].disputes
@@ -312,7 +313,7 @@ async def test_a_call_under_the_reference_trigger_resumes_exactly_too() -> None:
     before = first.session.assemble().messages
     second = build_call(settings, "call-ref")
     restore(second.session, decode(encode(first.session)))
-    assert second.session.assemble().messages == before
+    assert_same_content(before, second.session.assemble().messages)
     await run_text_call(second.session, second.llm, LINES[20:])
     assert [e.render() for e in second.session.state.transcript] == [e.render() for e in whole.session.state.transcript]
 
@@ -441,7 +442,7 @@ async def test_a_call_saved_change_by_change_resumes_as_it_was(store: CallStore)
     second = new_call()
     assert persistence.restore(second.session).problem is None
     assert [e.render() for e in second.session.state.transcript] == [e.render() for e in first.session.state.transcript]
-    assert second.session.assemble().messages == first.session.assemble().messages
+    assert_same_content(first.session.assemble().messages, second.session.assemble().messages)
     assert second.session.summary_passes == [dataclasses.replace(p, text_in="", text_out="")
                                              for p in first.session.summary_passes]
     # It goes on exactly as a leg resumed from the whole state does.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from pipecat.services.llm_service import LLMService
 
@@ -22,7 +22,7 @@ from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
-from voice_agent.policies.base import PolicySummarizer
+from voice_agent.policies.base import PolicySummarizer, ServesPipecat
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
 from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
@@ -45,6 +45,7 @@ def session_config(settings: Settings) -> SessionConfig:
         trigger=Trigger(settings.policy.trigger),
         floor=settings.policy.floor,
         batch=settings.policy.batch,
+        cache_price=settings.policy.cache_price,
         # Unset means today, read per call: a server running past midnight must not keep yesterday.
         reference_date=settings.call.reference_date or dt.date.today(),
         ledger_capacity=settings.call.ledger_capacity,
@@ -57,6 +58,7 @@ def session_config(settings: Settings) -> SessionConfig:
         summary_in_background=settings.summarizer.background is True,
         pipecat=pipecat_limits(settings),
         holding_line=settings.dates.holding_line,
+        lane_role=settings.llm.lane_role,
     )
 
 
@@ -86,6 +88,8 @@ def pipecat_summary_llm(summarizer: PolicySummarizer) -> LLMService[Any]:
         return LocalModelLLM(summarizer)
     if isinstance(summarizer, LLMSummarizer):
         return summarizer.llm
+    if isinstance(summarizer, ServesPipecat):
+        return cast(LLMService[Any], summarizer.pipecat_llm())
     raise SettingsError(
         f"settings: policy.name=pipecat summarizes with pipecat's prompt through a model, and "
         f"{type(summarizer).__name__} is not one: set summarizer.kind to local or llm "
@@ -189,7 +193,7 @@ def build_call(
         The session and services of the call.
     """
     domain = domain_factory()
-    llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain)
+    llm = llm_factory(domain) if llm_factory is not None else make_llm(settings, domain, cache_key=call_id)
     summarizer = summarizer_factory(call_id, domain) if summarizer_factory is not None else None
     session = build_session(settings, call_id, domain, summarizer, llm)
     return CallParts(session, llm, domain.id_shapes, domain.recognizer_topic, {"domain": domain})

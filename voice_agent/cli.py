@@ -207,6 +207,11 @@ def simulate(
         bool, typer.Option("--paraphrased/--scripted-only",
                            help="Also play the paraphrased variants (config/scenarios/paraphrases/).")
     ] = True,
+    paraphrase_set: Annotated[
+        str, typer.Option("--paraphrases", help="Which paraphrases: a folder under config/scenarios/paraphrases/ "
+                          "(blind/dev, blind/test: written by a helper who had not read the agent); default: the "
+                          "set the rules were fitted on.")
+    ] = "",
     runs: Annotated[int, typer.Option("--runs", help="Runs per policy (run r uses seed S+r).")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
     keep: Annotated[int | None, typer.Option("--keep", help="K: recent turns kept raw (default: settings).")] = None,
@@ -292,7 +297,13 @@ def simulate(
             fail(f"llm.base_url {settings.llm.base_url}: {problem} (start the local server first)")
     try:
         record = load_scenario(scenario)
-        variants = paraphrases.variants(record) if paraphrased and paraphrases.available(record.id) else []
+        folder = paraphrases.PARAPHRASE_DIR / paraphrase_set
+        if paraphrase_set and not folder.is_dir():
+            fail(f"--paraphrases: no folder {paraphrase_set!r} under {paraphrases.PARAPHRASE_DIR}")
+        if paraphrase_set and not paraphrases.available(record.id, folder):
+            fail(f"--paraphrases {paraphrase_set}: no paraphrases of {record.id} there")
+        variants = (paraphrases.variants(record, directory=folder)
+                    if paraphrased and paraphrases.available(record.id, folder) else [])
         plan = SimulationPlan(record, variants, billing_domain, [PolicyName(n) for n in names], settings, runs,
                               retention if summarizer == "fault" else None, seed, pace, llm_factory, with_knowledge,
                               scripted_llm=scripted, slow_answer_secs=slow_answer)
@@ -316,6 +327,7 @@ def simulate(
                 for side in plan.sides for p in plan.policies}
         report = run_plan(plan, jobs=jobs or os.cpu_count() or 1, on_turn=on_turn,
                           on_runs=lambda side, p, n: progress.advance(bars[(side, p)], n))
+    report["paraphrase_set"] = paraphrase_set
     telemetry.shutdown()
     print_comparison(report)
     if trace_path:

@@ -176,7 +176,7 @@ def _make_call(options: EvalBotOptions, call_id: str) -> CallParts:
     def llm_for(domain: Domain) -> LLMService[Any]:
         if options.settings.llm.provider == "reference":
             return ReferenceLLMService(domain.brain(), stream_delay=options.stream_delay)
-        return make_llm(options.settings, domain)
+        return make_llm(options.settings, domain, cache_key=call_id)
 
     return build_call(options.settings, call_id, llm_factory=llm_for)
 

@@ -35,6 +35,7 @@ from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
 from voice_agent.core.caller_history import CallerHistoryReader
 from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
+from voice_agent.services.provider_hooks import message_dialect
 from voice_agent.session import CallSession
 
 AUDIO_TURN_STOP_TIMEOUT = 10.0
@@ -155,19 +156,22 @@ def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequen
 
     The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
     ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
-    answers the caller itself when the LLM fails.
+    answers the caller itself when the LLM fails. The context stages hand ``llm`` the messages in its provider's
+    dialect (:func:`~voice_agent.services.provider_hooks.message_dialect`: the lane role, the prompt cache).
     """
     caller_messages, history = CallerMessages(), CallerHistoryReader()
     caller_messages.new(list(restored))
+    dialect = message_dialect(llm, session.config.lane_role)
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
+    assembly_in = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-in")
+    assembly_rerun = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-rerun")
     return CallProcessors(
         session,
         before_user=[CallerReadAhead(session, name="caller-read-ahead")],
-        before_llm=[ContextAssembly(session, caller_messages, history, name="context-assembly-in"), watchdog.inlet],
-        after_llm=[watchdog.outlet, ContextAssembly(session, caller_messages, history, name="context-assembly-rerun"),
-                   output_guard],
+        before_llm=[assembly_in, watchdog.inlet],
+        after_llm=[watchdog.outlet, assembly_rerun, output_guard],
         after_output=[turn_log],
         output_guard=output_guard, turn_log=turn_log, watchdog=watchdog,
     )

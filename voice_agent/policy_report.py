@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from voice_agent.core.policy import ContextPolicy, PolicyError, closed_form_bound, rewrite_schedule
+from voice_agent.core.policy import (
+    ContextPolicy,
+    PolicyError,
+    closed_form_bound,
+    regenerations,
+    rewrite_schedule,
+)
 from voice_agent.core.survival import Survival
 
 
@@ -57,6 +63,7 @@ def policy_report(question: PolicyQuestion, *, alignments: bool = False) -> dict
         "facts": question.facts,
         "schedule": schedule,
         "rewrites": len(schedule),
+        "cache_breaks": len(regenerations(policy, question.needed)),
         "bound": closed_form_bound(policy, question.stated, question.needed),
         "survival": survival.survival,
         "expected_facts": survival.expected_facts,
@@ -79,6 +86,8 @@ def render_policy_report(report: dict[str, Any]) -> str:
         f"fact stated on turn {report['stated']}, needed on turn {report['needed']}",
         f"regenerations that rewrite it: {schedule}",
         f"rewrites: {report['rewrites']} (closed-form bound ceil((T2-T1-K)/S) = {report['bound']})",
+        f"cache breaks by turn {report['needed']}: {report['cache_breaks']} (each pass rewrites the prompt prefix "
+        "once: the request after it is read uncached)",
         (f"survival at R={report['retention']:g}: {report['survival'] * 100:.1f} %"
          if report.get("capture") is None else
          f"survival at capture {report['capture']:g} on the first pass, then R={report['retention']:g} "

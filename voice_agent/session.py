@@ -100,6 +100,8 @@ class SessionConfig:
     """When passes run (``cadence``, ``threshold``, ``reference``); ``floor`` and ``batch`` tune ``reference``."""
     floor: int = 1
     batch: int = 6
+    cache_price: float | None = None
+    """``reference``: a cached input token's price as a share of an uncached one; set, a pass waits until it pays."""
     reference_date: dt.date = field(default_factory=dt.date.today)
     ledger_capacity: int = 64
     output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
@@ -113,6 +115,9 @@ class SessionConfig:
     """pipecat's summarization thresholds, for the ``pipecat`` policy."""
     holding_line: str = "One moment while I check the dates you gave me."
     """What the caller hears while a model reader reads the call at a date-bearing action ("" for nothing)."""
+    lane_role: str | None = None
+    """The role the lane messages reach the provider with (``llm.lane_role``); None: chosen from the LLM service
+    (:func:`voice_agent.services.provider_hooks.message_dialect`)."""
 
 
 class CallSession:
@@ -152,7 +157,7 @@ class CallSession:
             call_id=call_id,
             reference_date=config.reference_date,
             policy=ContextPolicy(keep=config.keep, every=config.every, trigger=config.trigger, floor=config.floor,
-                                 batch=config.batch),
+                                 batch=config.batch, cache_price=config.cache_price),
             slot_model=domain.slot_model,
             ledger_capacity=config.ledger_capacity,
         )

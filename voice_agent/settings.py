@@ -46,6 +46,8 @@ ENV_PREFIX = "VOICE_AGENT_"
 ENV_NESTED_DELIMITER = "__"
 
 Provider = Literal["reference", "openai", "anthropic", "google"]
+LaneRole = Literal["developer", "system", "user"]
+"""The role the lane messages (known facts, summary, knowledge, constraints) reach the provider with."""
 
 API_KEY_ENV: Mapping[str, str] = {
     "openai": "OPENAI_API_KEY",
@@ -83,6 +85,11 @@ class LLMConfig(_Section):
             a line (a model calling tools in a loop cannot run up a bill).
         max_repeated_refusals: Times one identical tool call may be refused or fail in a turn before the next
             is stopped the same way.
+        lane_role: The role of the lane messages: ``developer``, ``system`` or ``user``. Unset: ``developer``
+            for OpenAI's own API, Anthropic and Google (pipecat turns it into ``user`` for the latter two), and
+            ``system`` for any other OpenAI-compatible server (``base_url``): llama-cpp-python's server, for
+            one, answers HTTP 500 to a ``developer`` message. ``system`` is for OpenAI-compatible servers only:
+            pipecat would take a leading one for Anthropic's or Google's system instruction and drop it.
     """
 
     provider: Provider = "reference"
@@ -95,6 +102,7 @@ class LLMConfig(_Section):
     transfer_after_failures: int = Field(default=3, ge=1)
     max_tool_calls_per_turn: int = Field(default=8, ge=1)
     max_repeated_refusals: int = Field(default=2, ge=1)
+    lane_role: LaneRole | None = None
 
     @field_validator("total_timeout_secs")
     @classmethod
@@ -103,6 +111,13 @@ class LLMConfig(_Section):
         if isinstance(first, float) and value < first:
             raise ValueError(f"must be at least first_token_timeout_secs ({first:g})")
         return value
+
+    @model_validator(mode="after")
+    def _system_lanes_only_for_openai(self) -> LLMConfig:
+        if self.lane_role == "system" and self.provider in ("anthropic", "google"):
+            raise ValueError(f"lane_role=system is for OpenAI-compatible servers: llm.provider={self.provider} "
+                             "would take a leading system lane for the system instruction (use developer or user)")
+        return self
 
 
 class SummarizerConfig(_Section):
@@ -153,6 +168,9 @@ class PolicyConfig(_Section):
             ``reference`` (when older turns are no longer referred to; ``voice-agent eval triggers``).
         floor: ``reference``: the last turns always kept raw.
         batch: ``reference``: unreferenced turns waiting before a pass runs.
+        cache_price: ``reference``: a cached input token's price as a share of an uncached one (gpt-4.1 0.25,
+            gpt-4o 0.5, Anthropic reads 0.1); set, a pass waits until it pays for the cache it breaks. Unset:
+            ``batch`` alone decides.
     """
 
     name: Literal["lanes", "rolling", "window", "pipecat"] = "lanes"
@@ -161,6 +179,15 @@ class PolicyConfig(_Section):
     trigger: Literal["cadence", "threshold", "reference"] = "cadence"
     floor: int = Field(default=1, ge=1)
     batch: int = Field(default=6, ge=1)
+    cache_price: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    @field_validator("cache_price")
+    @classmethod
+    def _reference_only(cls, value: float | None, info: ValidationInfo) -> float | None:
+        trigger = info.data.get("trigger")
+        if value is not None and trigger != "reference":
+            raise ValueError(f"prices the reference trigger's passes; set trigger = \"reference\" (it is {trigger!r})")
+        return value
 
 
 class PipecatSummarizerConfig(_Section):

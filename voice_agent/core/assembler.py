@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ Message = dict[str, Any]
 
 KNOWN_FACTS_HEADER = "KNOWN FACTS (tool values; quotes are the caller's words; copy exactly):"
 MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; confirm before acting):"
+LANE_HEADERS = ("KNOWN FACTS", "NOTED BY THE AGENT", "SUMMARY of earlier turns", "KNOWLEDGE (", "HARD CONSTRAINTS")
+"""How every lane message the assembler writes begins, whatever role it is sent with (``llm.lane_role``)."""
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
@@ -93,14 +96,24 @@ def known_facts_block(state: CallState, extra_facts: Sequence[str] = ()) -> str 
     item of a list (every invoice of an account) and were never used stay in the ledger, for
     the guards, but out of the block: it is sent on every request.
     """
+    return render_facts(*known_facts_lines(state, extra_facts))
+
+
+def known_facts_lines(state: CallState, extra_facts: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The KNOWN FACTS lines: (verbatim lines, lines the model noted), each ``- name: value``."""
     held = frozenset(state.ledger.values())
     lines = [f"- {line}" for line in state.slots.render_lines(skip_values=held, verbatim=True)]
     lines += [f"- {line}" for line in _ledger_lines(state)]
     lines += [f"- {line}" for line in extra_facts]
     noted = [f"- {line}" for line in state.slots.render_lines(skip_values=held, verbatim=False)]
+    return lines, noted
+
+
+def render_facts(lines: Sequence[str], noted: Sequence[str], header: str = KNOWN_FACTS_HEADER) -> str | None:
+    """A KNOWN FACTS block of ``lines`` and, below its own header, ``noted``; None when both are empty."""
     if not lines and not noted:
         return None
-    block = [KNOWN_FACTS_HEADER, *lines] if lines else []
+    block = [header, *lines] if lines else []
     if noted:
         block += [MODEL_NOTES_HEADER, *noted]
     return "\n".join(block)
@@ -155,12 +168,19 @@ def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, in
     return render(), dropped
 
 
-def entries_to_messages(entries: Sequence[TranscriptEntry]) -> list[Message]:
+def entries_to_messages(
+    entries: Sequence[TranscriptEntry], after: Mapping[int, Message] | None = None
+) -> list[Message]:
     """Transcript entries as OpenAI chat messages, every tool call followed by its result.
 
     Consecutive calls share one assistant message (parallel calls); a call still in
     flight gets an ``IN_PROGRESS`` result and a result without its call is left out,
     so call/result pairing always holds.
+
+    Args:
+        entries: The entries, in order.
+        after: Transcript index of a caller entry -> a message placed right after that entry's message (the
+            knowledge a turn used stays where that turn put it).
     """
     results = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_RESULT}
     messages: list[Message] = []
@@ -168,6 +188,8 @@ def entries_to_messages(entries: Sequence[TranscriptEntry]) -> list[Message]:
     for entry in entries:
         if entry.kind is EntryKind.CALLER:
             messages.append({"role": "user", "content": entry.text})
+            if after and entry.index in after:
+                messages.append(after[entry.index])
         elif entry.kind is EntryKind.AGENT:
             text = entry.text + (" [interrupted by the caller]" if entry.interrupted else "")
             messages.append({"role": "assistant", "content": text})
@@ -192,15 +214,53 @@ def entries_to_messages(entries: Sequence[TranscriptEntry]) -> list[Message]:
     return paired
 
 
-class ContextAssembler:
-    """Builds one LLM request from the lanes.
+FACTS_SINCE_HEADER = "KNOWN FACTS, new or changed since the list above (the current value where a name is in both):"
 
-    Order: system prompt; KNOWN FACTS (slots and ledger, verbatim); summary;
-    retrieved chunks; raw recent turns; hard constraints restated near the end.
+
+@dataclass
+class _Stable:
+    """What the stable prefix of a call's requests was built from since the last summary pass.
+
+    Attributes:
+        state: The call (another call's state starts over).
+        summary: The summary the prefix shows (a pass replaces the object).
+        first_raw: Transcript index of the first raw entry (a pass moves it).
+        facts: The KNOWN FACTS lines written into the prefix when it was (re)built.
+        noted: The model-noted lines written there.
+        block: That KNOWN FACTS block as rendered (None: no lines), rendered once per pass.
+        knowledge: Transcript index of a caller entry -> (its turn, the knowledge message the turn was given),
+            placed right after it.
+        knowledge_turns: The turns that were given knowledge.
+        used: The pinned knowledge the agent's reply used (kept for good).
+    """
+
+    state: CallState | None = None
+    summary: EpisodeSummary | None = None
+    first_raw: int | None = None
+    facts: frozenset[str] = frozenset()
+    noted: frozenset[str] = frozenset()
+    block: str | None = None
+    knowledge: dict[int, tuple[int, Message]] = field(default_factory=dict)
+    knowledge_turns: set[int] = field(default_factory=set)
+    used: set[int] = field(default_factory=set)
+
+
+class ContextAssembler:
+    """Builds one LLM request from the lanes, as a stable prefix and a small volatile tail.
+
+    Order: system prompt; KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns
+    since, each turn's knowledge right after the caller words it answered (kept once the turn is over only if
+    the reply used it); then the tail: KNOWN FACTS new or
+    changed since the pass, and the hard constraints. Between two passes a request only appends to the one
+    before it, so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once.
+    Every fact is on every request verbatim, in the prefix or in the tail.
+
+    One assembler serves one call at a time (it remembers the prefix it built; another state starts over).
     """
 
     def __init__(self, config: AssemblerConfig | None = None) -> None:
         self.config = config or AssemblerConfig()
+        self._stable = _Stable()
 
     def build(
         self, state: CallState, retrieved: Sequence[str] = (), extra_facts: Sequence[str] = ()
@@ -209,24 +269,111 @@ class ContextAssembler:
 
         Args:
             state: The call.
-            retrieved: Knowledge chunks for the current question (at most ``max_retrieved`` are used).
+            retrieved: Knowledge chunks for the current question (at most ``max_retrieved`` are used); the
+                first ones a turn gets stay with that turn, after it only if its reply used them.
             extra_facts: More verbatim KNOWN FACTS lines, e.g. the caller's date constraints in their own words.
         """
-        lanes: dict[str, list[Message]] = {name: [] for name in LANE_ORDER}
-        lanes["system"] = system_lane(self.config.system_prompt)
-        facts = known_facts_block(state, extra_facts)
-        if facts:
-            lanes["known_facts"].append({"role": LANE_ROLE, "content": facts})
+        raw = state.raw_entries()
+        lines, noted = known_facts_lines(state, extra_facts)
+        stable = self._stable_for(state, raw, lines, noted)
+        self._keep_knowledge(state, stable, raw, retrieved)
+        messages: list[Message] = list(system_lane(self.config.system_prompt))
+        tokens = {"system": sum(_message_tokens(m) for m in messages)}
+        facts = stable.block
+        prefix_facts = [{"role": LANE_ROLE, "content": facts}] if facts else []
         dropped = 0
+        summary: list[Message] = []
         if not state.summary.is_empty():
             text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
-            lanes["summary"].append({"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text})
-        lanes["retrieved"] = lane_of(retrieved_message(list(retrieved)[: self.config.max_retrieved]))
-        lanes["recent"] = entries_to_messages(state.raw_entries())
-        lanes["constraints"] = lane_of(constraints_message(self.config.hard_constraints))
-        context = AssembledContext.from_lanes(lanes)
-        context.summary_lines_dropped = dropped
-        return context
+            summary = [{"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text}]
+        callers = _caller_indices(raw)
+        knowledge = {i: m for i, (_, m) in stable.knowledge.items() if i in callers}
+        recent = entries_to_messages(raw, knowledge)
+        fresh = [line for line in lines if line not in stable.facts]
+        fresh_noted = [line for line in noted if line not in stable.noted]
+        new_facts = render_facts(fresh, fresh_noted, FACTS_SINCE_HEADER if facts else KNOWN_FACTS_HEADER)
+        if facts and not fresh and fresh_noted:  # a noted line that changed must say it replaces the one above
+            new_facts = FACTS_SINCE_HEADER + "\n" + str(new_facts)
+        tail_facts = [{"role": LANE_ROLE, "content": new_facts}] if new_facts else []
+        constraints = lane_of(constraints_message(self.config.hard_constraints))
+        messages += prefix_facts + summary + recent
+        stable_count = len(messages)
+        messages += tail_facts + constraints
+        knowledge_tokens = sum(_message_tokens(m) for m in knowledge.values())
+        tokens |= {
+            "known_facts": sum(_message_tokens(m) for m in prefix_facts + tail_facts),
+            "summary": sum(_message_tokens(m) for m in summary),
+            "retrieved": knowledge_tokens,
+            "recent": sum(_message_tokens(m) for m in recent) - knowledge_tokens,
+            "constraints": sum(_message_tokens(m) for m in constraints),
+        }
+        return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped,
+                                stable_count=stable_count)
+
+    def _stable_for(
+        self, state: CallState, raw: Sequence[TranscriptEntry], lines: Sequence[str], noted: Sequence[str]
+    ) -> _Stable:
+        """The prefix's memory, rebuilt when a pass changed the summary or moved the raw turns."""
+        stable = self._stable
+        first = raw[0].index if raw else None
+        if stable.state is state and stable.summary is state.summary and stable.first_raw == first:
+            return stable
+        same_call = stable.state is state
+        callers = _caller_indices(raw)
+        self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
+                               noted=frozenset(noted), block=render_facts(lines, noted),
+                               # Knowledge of turns a pass folded went with them.
+                               knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
+                               if same_call else {},
+                               knowledge_turns=stable.knowledge_turns if same_call else set(),
+                               used=stable.used if same_call else set())
+        return self._stable
+
+    def _keep_knowledge(
+        self, state: CallState, stable: _Stable, raw: Sequence[TranscriptEntry], retrieved: Sequence[str]
+    ) -> None:
+        """Pins the turn's first knowledge right after the caller's words of the turn; unpins what went unused.
+
+        Once its turn is over, a turn's knowledge stays only if the agent's words in that turn used it (a run of
+        :data:`USED_WORDS` words in common): unused, it would ride on every later request. It sat at the end of
+        that turn's stable prefix, so taking it out re-sends only what that turn added after it.
+        """
+        for index, (turn, _) in list(stable.knowledge.items()):
+            if turn < state.turn and index not in stable.used:
+                agent = " ".join(e.text for e in raw if e.turn == turn and e.kind is EntryKind.AGENT)
+                if _uses(agent, str(stable.knowledge[index][1]["content"])):
+                    stable.used.add(index)
+                else:
+                    del stable.knowledge[index]
+        if state.turn in stable.knowledge_turns:
+            return
+        message = retrieved_message(list(retrieved)[: self.config.max_retrieved])
+        if message is None:
+            return
+        for entry in reversed(raw):
+            if entry.turn != state.turn:
+                return
+            if entry.kind is EntryKind.CALLER:
+                stable.knowledge[entry.index] = (state.turn, message)
+                stable.knowledge_turns.add(state.turn)
+                return
+
+
+def _caller_indices(raw: Sequence[TranscriptEntry]) -> frozenset[int]:
+    """Transcript indexes of the caller entries still raw: the only places pinned knowledge can sit."""
+    return frozenset(e.index for e in raw if e.kind is EntryKind.CALLER)
+
+
+USED_WORDS = 5
+"""Words in a row the agent's reply must share with a knowledge chunk for the chunk to count as used."""
+
+
+def _uses(reply: str, chunk: str) -> bool:
+    """Whether ``reply`` repeats a run of :data:`USED_WORDS` words of ``chunk``."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", reply)]
+    runs = {tuple(words[i:i + USED_WORDS]) for i in range(len(words) - USED_WORDS + 1)}
+    source = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", chunk)]
+    return any(tuple(source[i:i + USED_WORDS]) in runs for i in range(len(source) - USED_WORDS + 1))
 
 
 def system_lane(prompt: str) -> list[Message]:

@@ -233,6 +233,27 @@ class CompactionTrigger:
         self.lanes_shown = lanes_shown
         self.index = ReferenceIndex()
         self.decisions: list[TriggerDecision] = []
+        self.carried = 0.0
+        """``cache_price``: what carrying the foldable turns has cost since the last pass, in uncached tokens."""
+
+    def _pays(self, state: CallState, folds: Sequence[int]) -> bool:
+        """Whether a pass folding ``folds`` pays for the cache it breaks (always, without ``cache_price``).
+
+        Each turn the foldable turns stay raw they ride, cached, on the requests: ``price x tokens`` per turn,
+        added up since the last pass. A pass changes the prefix, so the request after it is sent uncached once:
+        ``(1 - price) x`` what stays. The pass runs when the first has grown to the second, which spaces passes
+        about as the square root of (what stays / what each turn adds), the cheapest spacing for this trade.
+        """
+        price = state.policy.cache_price
+        if price is None:
+            return True
+        folded = set(folds)
+        entries = state.raw_entries()
+        leaving = sum(estimate_tokens(e.render()) for e in entries if e.turn in folded)
+        staying = sum(estimate_tokens(e.render()) for e in entries if e.turn not in folded)
+        staying += estimate_tokens(state.summary.render())
+        self.carried += price * leaving
+        return self.carried >= (1.0 - price) * staying
 
     def schedule(self, state: CallState, context_tokens: int | None = None) -> Regeneration | None:
         """The pass due at the start of ``state.turn``, if any (updates the tracker; runs nothing)."""
@@ -298,8 +319,12 @@ class CompactionTrigger:
         while len(held) > policy.keep:  # at most K turns held: the longest held is compacted first
             u, why = held.pop(0)
             folded.append((u, f"held longest ({why}); at most K={policy.keep} turns are held"))
-        if len(folded) < policy.batch:
+        # Priced, the turns past the cap leave at the next pass that pays (they ride, cached, until then): forcing a
+        # pass for them breaks the cache nearly every turn on a call full of values (measured: 12 -> 22 breaks).
+        pays = self._pays(state, [u for u, _ in folded]) if folded else False
+        if len(folded) < policy.batch or not pays:
             return None
+        self.carried = 0.0
         folds = tuple(sorted(u for u, _ in folded))
         regeneration = Regeneration(turn=turn, first=folds[0], last=folds[-1], turns=folds)
         tracker.advance(regeneration, max(through, tracker.summarized_through), tuple(u for u, _ in held))

@@ -51,6 +51,10 @@ class ContextPolicy:
         trigger: ``cadence``, ``threshold`` or ``reference``.
         floor: ``reference``: the last turns always kept raw, referred to or not (>= 1).
         batch: ``reference``: unreferenced turns waiting before a pass runs (each pass is a model call; >= 1).
+        cache_price: ``reference``: the price of a cached input token as a share of an uncached one (0.25 for
+            gpt-4.1, 0.5 for gpt-4o, 0.1 for Anthropic's cache reads). Set, a pass also waits until it pays for
+            itself: until carrying the turns it would fold, cached, on every request since the last pass has cost
+            as much as the cache the pass breaks (the request after it is sent uncached once). None: ``batch`` only.
     """
 
     keep: int = 6
@@ -59,6 +63,7 @@ class ContextPolicy:
     trigger: Trigger = Trigger.CADENCE
     floor: int = 1
     batch: int = 6
+    cache_price: float | None = None
 
     def __post_init__(self) -> None:
         if self.keep < 1:
@@ -77,6 +82,10 @@ class ContextPolicy:
             raise PolicyError(f"floor must be at least 1, got {self.floor}")
         if self.batch < 1:
             raise PolicyError(f"batch must be at least 1, got {self.batch}")
+        if self.cache_price is not None and not 0.0 < self.cache_price < 1.0:
+            raise PolicyError(f"cache_price must lie strictly between 0 and 1, got {self.cache_price}")
+        if self.cache_price is not None and self.trigger is not Trigger.REFERENCE:
+            raise PolicyError(f"cache_price prices the reference trigger's passes; trigger is {self.trigger.value}")
 
     def window_start(self, turn: int) -> int:
         """First turn of the raw window at the start of ``turn``.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
@@ -40,6 +40,15 @@ class Policy(Protocol):
 
 class PolicySummarizer(Summarizer, TextSummarizer, Protocol):
     """A summarizer that serves both ``lanes`` (structured) and ``rolling`` (free text)."""
+
+
+@runtime_checkable
+class ServesPipecat(Protocol):
+    """A summarizer that also brings the pipecat LLM service pipecat's own summarizer may run on."""
+
+    def pipecat_llm(self) -> Any:
+        """The LLM service (a pipecat ``LLMService``) answering pipecat's summary requests."""
+        ...
 
 
 class NoRegeneration:

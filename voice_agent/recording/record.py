@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_agent.core.assembler import LANE_HEADERS
 from voice_agent.core.caller_history import message_text
 from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.tool_spec import ParamKind
@@ -43,6 +44,13 @@ def _content(message: Mapping[str, Any]) -> str:
     if isinstance(calls, list):
         text += " " + json.dumps(calls, default=str)
     return text
+
+
+def _is_memory(message: Mapping[str, Any], text: str) -> bool:
+    """A message a policy added (a lane, sent as ``developer``, ``system`` or, by ``llm.lane_role``, ``user``;
+    pipecat's summary), not the caller's words."""
+    return (message.get("role") in MEMORY_ROLES or is_pipecat_summary(message.get("role"), text)
+            or text.startswith(LANE_HEADERS))
 
 
 def _sentences(texts: Sequence[str]) -> list[str]:
@@ -192,14 +200,14 @@ class CallRecorder:
         first = record.requests == 0  # the turn's first request is measured whole; a re-run only for caller words
         texts = [_content(m) if first or m.get("role") == "user" else "" for m in messages]
         for message, text in zip(messages, texts, strict=True):
-            if message.get("role") == "user" and not is_pipecat_summary("user", text):
+            if message.get("role") == "user" and not _is_memory(message, text):
                 self._caller_texts.setdefault(text, None)
         record.requests += 1
         if not first:
             return
         whole = "\n".join(texts)
         memory = "\n".join(t for m, t in zip(messages, texts, strict=True)
-                           if m.get("role") in MEMORY_ROLES or is_pipecat_summary(m.get("role"), t))
+                           if _is_memory(m, t))
         record.tokens = sum(estimate_tokens(t) for t in texts)
         if self.session.last_context is not None:
             record.lane_tokens = dict(self.session.last_context.lane_tokens)

@@ -17,6 +17,7 @@ from pipecat.services.llm_service import LLMService
 
 from voice_agent.extras import install_hint
 from voice_agent.services.cut_streams import report_cut_streams
+from voice_agent.services.provider_hooks import openai_cache_key_extra
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
@@ -48,11 +49,13 @@ def _api_key(config: LLMConfig) -> str:
     return config.api_key.get_secret_value()
 
 
-def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
+def make_hosted_llm(config: LLMConfig, cache_key: str | None = None) -> LLMService[Any]:
     """The pipecat service of a hosted (or OpenAI-compatible local) provider.
 
     Args:
         config: The ``llm`` settings section; ``provider`` must not be ``reference``.
+        cache_key: A key stable for the call (its id): OpenAI's own API gets it as ``prompt_cache_key`` on every
+            request, so the call's requests meet one prompt cache; other providers and servers never see it.
 
     Returns:
         A real pipecat ``OpenAILLMService``, ``AnthropicLLMService`` or ``GoogleLLMService``.
@@ -73,8 +76,10 @@ def make_hosted_llm(config: LLMConfig) -> LLMService[Any]:
     kwargs: dict[str, Any] = {"api_key": _api_key(config)}
     if provider == "openai":
         kwargs["base_url"] = config.base_url  # also reaches OpenAI-compatible local servers
-    if config.model:
-        kwargs["settings"] = service_class.Settings(model=config.model)
+    extra = openai_cache_key_extra(provider, config.base_url, cache_key)
+    if config.model or extra:
+        # pipecat merges Settings.extra into every request's parameters (BaseOpenAILLMService).
+        kwargs["settings"] = service_class.Settings(**({"model": config.model} if config.model else {}), extra=extra)
     service: LLMService[Any] = service_class(**kwargs)
     without_sdk_retries(service, config)
     report_cut_streams(service)
@@ -110,12 +115,13 @@ _HOSTED: Mapping[str, tuple[str, str]] = {
 """Provider -> (module, class) of its pipecat service, imported only when chosen."""
 
 
-def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
+def make_llm(settings: Settings, domain: Domain, cache_key: str | None = None) -> LLMService[Any]:
     """The conversation LLM service.
 
     Args:
         settings: Validated settings (from :func:`voice_agent.settings.load_settings`).
         domain: The domain; its brain drives the offline ``reference`` provider.
+        cache_key: The call's prompt-cache key (:func:`make_hosted_llm`).
 
     Returns:
         ``ReferenceLLMService`` for ``reference``, else the provider's real pipecat service.
@@ -131,7 +137,7 @@ def make_llm(settings: Settings, domain: Domain) -> LLMService[Any]:
                 "(pass your own LLM service, or set llm.provider=openai|anthropic|google)"
             )
         return ReferenceLLMService(domain.brain())
-    return make_hosted_llm(settings.llm)
+    return make_hosted_llm(settings.llm, cache_key)
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,8 @@ def print_comparison(report: dict[str, Any]) -> None:
         lambda p: f"{p['latency_ms']['p50'] or 0:.1f} / {p['latency_ms']['p95'] or 0:.1f} ms")
     console.print(table)
     if report.get("variants"):
-        console.print(f"paraphrased: {', '.join(report['variants'])} (config/scenarios/paraphrases/), "
-                      "run r plays variant r mod 3")
+        folder = f"config/scenarios/paraphrases/{report.get('paraphrase_set', '')}"
+        console.print(f"paraphrased: {', '.join(report['variants'])} ({folder}), run r plays variant r mod 3")
     for side, policies in sides.items():
         for name, p in policies.items():
             if p["first_failure"]:

@@ -266,6 +266,8 @@ def _parse(messages: Sequence[Mapping[str, Any]]) -> _Context:
                         quoted = _QUOTED_ITEM.findall(value)
                         ctx.facts.append((m.group(1).strip(), "; ".join(quoted) if quoted else value))
             elif text.startswith(_KNOWLEDGE_PREFIX):
+                if index < last_user:
+                    continue  # an earlier question's knowledge stays where its turn put it; this one's follows it
                 body = text.split("\n", 1)[1] if "\n" in text else ""
                 ctx.knowledge.extend(re.sub(r"^\[\d+\]\s*", "", c).strip() for c in body.split("\n\n") if c.strip())
             elif text.startswith(_CONSTRAINTS_PREFIX):

@@ -1,0 +1,181 @@
+"""The cache-aware layout: between summary passes a request only appends to the one before it (except the
+tail), every fact is on every request verbatim, and a turn's knowledge stays where the turn put it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from itertools import pairwise
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from voice_agent.core.assembler import (
+    FACTS_SINCE_HEADER,
+    KNOWN_FACTS_HEADER,
+    AssembledContext,
+    AssemblerConfig,
+    ContextAssembler,
+    known_facts_lines,
+)
+from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction import Compactor
+from voice_agent.core.policy import ContextPolicy, Trigger
+from voice_agent.core.summary import EpisodeSummary, SummaryRequest
+from voice_agent.core.tokens import estimate_message_tokens
+from voice_agent.core.transcript import EntryKind, ToolOutcome
+
+ID_ALPHABET = "ACDEFHJKMNPQRTUVWXY0123456789"
+
+
+class Slots(BaseModel):
+    account_id: str | None = None
+    callback_time: str | None = None
+
+
+class LineSummarizer:
+    """Keeps one line per caller utterance, so every pass rewrites the summary."""
+
+    async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
+        lines = [e.text for e in request.turns if e.kind is EntryKind.CALLER]
+        return request.previous.model_copy(update={"established": request.previous.established + lines})
+
+
+Step = tuple[str, str | None, bool, bool]
+"""(caller words, a new account value or None, a tool call in the turn, knowledge retrieved)."""
+
+steps = st.lists(st.tuples(st.text("abcdefgh ", min_size=1, max_size=30),
+                           st.one_of(st.none(), st.text(ID_ALPHABET, min_size=6, max_size=10)),
+                           st.booleans(), st.booleans()), min_size=1, max_size=40)
+
+
+def play(call: list[Step], keep: int, every: int, reference: bool = False
+         ) -> tuple[list[AssembledContext], list[bool], CallState]:
+    """Plays the call turn by turn with one assembler; returns every request and whether a pass ran before it.
+
+    Each reply repeats its turn's knowledge (so it is kept); ``reference``: the reference trigger, which holds
+    turns a later one refers to (an account said again) and folds those around them.
+    """
+    policy = (ContextPolicy(keep, every, trigger=Trigger.REFERENCE, floor=1, batch=1) if reference
+              else ContextPolicy(keep, every))
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=policy, slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    config = AssemblerConfig(system_prompt="SYS", hard_constraints=("never read a card number",))
+    assembler = ContextAssembler(config)
+    requests: list[AssembledContext] = []
+    passes: list[bool] = []
+    for n, (words, account, tool, knowledge) in enumerate(call, start=1):
+        state.start_turn(words)
+        ran = asyncio.run(compactor.on_turn_start(state)) is not None
+        if account is not None:
+            state.ledger.record_from_tool("account", account, n, "lookup", "id")
+            state.slots.apply_harvest("account_id", account, n, "lookup.id")
+        retrieved = [f"chunk for turn {n}"] if knowledge else []
+        requests.append(assembler.build(state, retrieved))
+        passes.append(ran)
+        if tool:
+            state.transcript.append_tool_call(n, "lookup", f"c{n}", {"q": words[:4]})
+            state.transcript.append_tool_result(n, "lookup", f"c{n}", {"ok": n}, ToolOutcome.COMPLETED)
+            requests.append(assembler.build(state, retrieved))
+            passes.append(False)
+        state.record_agent(f"reply {n}: chunk for turn {n} indeed" if knowledge else f"reply {n}")
+    return requests, passes, state
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6))
+def test_a_request_without_a_pass_extends_the_stable_prefix_of_the_one_before(
+    call: list[Step], keep: int, every: int
+) -> None:
+    requests, passes, _ = play(call, keep, every)
+    for before, after, ran in zip(requests, requests[1:], passes[1:], strict=False):
+        if not ran:
+            # Knowledge the turn's reply did not use leaves once the turn is over; nothing else changes.
+            kept = [m for m in before.messages[: before.stable_count]
+                    if not str(m.get("content")).startswith("KNOWLEDGE") or m in after.messages]
+            assert after.messages[: len(kept)] == kept
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_lane_tokens_count_what_the_request_holds(call: list[Step], keep: int, every: int, reference: bool) -> None:
+    requests, _, _ = play(call, keep, every, reference)
+    for request in requests:
+        assert all(v >= 0 for v in request.lane_tokens.values()), request.lane_tokens
+        shown = [m for m in request.messages if str(m.get("content")).startswith("KNOWLEDGE")]
+        assert request.lane_tokens["retrieved"] == sum(estimate_message_tokens(str(m["content"])) for m in shown)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6))
+def test_every_fact_line_is_on_every_request_verbatim(call: list[Step], keep: int, every: int) -> None:
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(keep, every), slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    for n, (words, account, _tool, _knowledge) in enumerate(call, start=1):
+        state.start_turn(words)
+        asyncio.run(compactor.on_turn_start(state))
+        if account is not None:
+            state.ledger.record_from_tool("account", account, n, "lookup", "id")
+            state.slots.apply_harvest("account_id", account, n, "lookup.id")
+        messages = [str(m.get("content") or "") for m in assembler.build(state).messages]
+        lines, noted = known_facts_lines(state)
+        for line in lines + noted:
+            assert any(line in m.splitlines() for m in messages if m.startswith("KNOWN FACTS")), line
+        state.record_agent(f"reply {n}")
+
+
+def test_a_changed_fact_goes_to_the_tail_and_wins() -> None:
+    call: list[Step] = [("hello", "ACC111111", False, False), ("more", None, False, False),
+                        ("wait", "ACC222222", False, False)]
+    requests, _, _ = play(call, 6, 5)
+    last = requests[-1]
+    tail = [str(m["content"]) for m in last.messages[last.stable_count:]]
+    assert tail[0].startswith(FACTS_SINCE_HEADER) and "ACC222222" in tail[0]
+    prefix_facts = str(last.messages[1]["content"])
+    assert prefix_facts.startswith(KNOWN_FACTS_HEADER) and "ACC111111" in prefix_facts
+
+
+def test_knowledge_stays_with_its_turn_if_the_reply_used_it() -> None:
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(6, 5), slot_model=Slots)
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    chunks = {1: "Refunds reach your card within five working days of approval.",
+              2: "The app shows every invoice under Billing, newest first."}
+    replies = {1: "Refunds reach your card within five working days.", 2: "I don't have that detail to hand."}
+    for n in (1, 2):
+        state.start_turn("how do refunds work" if n == 1 else "and the app")
+        during = assembler.build(state, [chunks[n]])
+        at = next(i for i, m in enumerate(during.messages) if chunks[n] in str(m["content"]))
+        assert during.messages[at - 1]["role"] == "user" and at < during.stable_count
+        state.record_agent(replies[n])
+    state.start_turn("thanks")
+    final: list[dict[str, Any]] = assembler.build(state).messages
+    texts = [str(m.get("content")) for m in final]
+    used = next(i for i, t in enumerate(texts) if chunks[1] in t)
+    assert final[used - 1] == {"role": "user", "content": "how do refunds work"}  # used: kept where it was
+    assert not any(chunks[2] in t for t in texts)  # unused: gone once its turn was over
+
+
+def test_a_pass_rebuilds_the_prefix_once() -> None:
+    call: list[Step] = [(f"line {n}", None, False, False) for n in range(12)]
+    requests, passes, _ = play(call, 2, 3)
+    broken = [i for i, (before, after) in enumerate(pairwise(requests), start=1)
+              if after.messages[: before.stable_count] != before.messages[: before.stable_count]]
+    assert broken and broken == [i for i in range(1, len(requests)) if passes[i]]
+
+
+def test_a_changed_model_note_in_the_tail_says_it_replaces_the_one_above() -> None:
+    from voice_agent.core.provenance import ModelOutput
+
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(6, 5), slot_model=Slots)
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    state.start_turn("hi")
+    state.ledger.record_from_tool("account", "ACC111111", 1, "lookup", "id")
+    state.slots.apply_harvest("callback_time", "after lunch", 1, "note.time", ModelOutput("note", 1))
+    assembler.build(state)  # the prefix: the account, and the note
+    state.slots.apply_harvest("callback_time", "before noon", 1, "note.time", ModelOutput("note", 1))
+    request = assembler.build(state)
+    tail = str(request.messages[request.stable_count]["content"])
+    assert tail.startswith(FACTS_SINCE_HEADER) and "before noon" in tail
