@@ -638,6 +638,7 @@ class VoiceBridge:
         self.ready = False
         self.calls_started = 0
         self._live: dict[str, _LiveCall] = {}
+        self._streams = 0
         self.gate: AcceptGate | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.verifier = webhook_verifier(config.provider, config.credentials, config.signature_tolerance_secs)
@@ -947,6 +948,17 @@ class VoiceBridge:
     # --- media stream ----------------------------------------------------------------------------------------------
 
     async def _ws(self, websocket: WebSocket) -> None:
+        # Counted for the accept gate from here, not from the call's start: a burst of streams is accepted faster
+        # than each one's handshake and leg are opened, and a gate counting only started calls let a whole burst in.
+        self._streams += 1
+        try:
+            if self.gate is not None:
+                await self.gate.check()
+            await self._stream(websocket)
+        finally:
+            self._streams -= 1
+
+    async def _stream(self, websocket: WebSocket) -> None:
         await websocket.accept()
         if self.draining:
             await _close(websocket, 1013, "server is draining, call again")
@@ -989,8 +1001,6 @@ class VoiceBridge:
         live = _LiveCall(claimed)
         self._live[claimed.call_id] = live
         self.calls_started += 1
-        if self.gate is not None:
-            await self.gate.check()  # a burst of streams must not all land here before the next beat
         try:
             await self._run_call(websocket, start, live)
         finally:
@@ -1442,8 +1452,8 @@ class VoiceBridge:
         return len(left)
 
     def live_calls(self) -> int:
-        """Calls streaming on this worker now."""
-        return sum(1 for c in self._live.values() if not c.done.is_set())
+        """Streams open on this worker now: calls running, and streams still in their handshake."""
+        return self._streams
 
     async def _hand_over(self, calls: list[_LiveCall]) -> int:
         """Saves each call and closes its stream (1012) so the provider brings it back to another worker.
