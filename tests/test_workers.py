@@ -64,6 +64,10 @@ async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_
         fleet = bridge_a.config.fleet
         assert fleet is not None
         assert (await fleet.calls())[plan.parameters["call_id"]]["worker"] == "b"
+        for _ in range(500):  # the slot is freed as the call ends, after the caller has seen the stream close
+            if await fleet.busy() == 0:
+                break
+            await asyncio.sleep(0.01)
         assert await fleet.busy() == 0
 
 
@@ -538,3 +542,26 @@ async def test_the_fleet_forgets_a_killed_workers_load_at_once(tmp_path: Path) -
             child.kill()
         await survivor.close()
         await doomed.close()
+
+
+async def test_a_stream_counts_for_the_accept_gate_before_its_call_starts(tmp_path: Path) -> None:
+    from websockets.asyncio.client import connect
+
+    # A burst of streams is accepted faster than each one's handshake and leg open: counting only started calls,
+    # the survivor of a kill saw its share free and took every returning call (all 20 on one core).
+    async with worker(tmp_path / "fleet.sqlite3", "a") as (bridge, url):
+        assert bridge.live_calls() == 0
+        async with connect(url.replace("http://", "ws://") + "/ws") as ws, \
+                connect(url.replace("http://", "ws://") + "/ws") as _other:
+            for _ in range(500):
+                if bridge.live_calls() == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert bridge.live_calls() == 2  # no start message sent: neither call has started
+            assert not [r for r in bridge.registry.all() if r.started]
+            await ws.close()
+            for _ in range(500):
+                if bridge.live_calls() == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert bridge.live_calls() == 1

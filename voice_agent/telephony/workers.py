@@ -15,8 +15,9 @@ store yet: each worker opens its own). SIGTERM, SIGINT and SIGHUP are blocked wh
 forwarded to the workers (SIGHUP as SIGTERM: each drains its calls); it exits when all have. A worker
 that dies while no stop was asked for (kill -9, a crash) is forked again in its place while the others
 go on serving; its calls come back through the provider and resume on a live worker once their store
-leases lapse. A worker dying more than five times in a minute stops the others, and the supervisor
-exits non-zero. Each
+leases lapse; with the local fleet, the survivors take only their share of them and the rest wait
+for the replacement (:mod:`voice_agent.telephony.accept_gate`). A worker dying more than five times in
+a minute stops the others, and the supervisor exits non-zero. Each
 worker is in a process group of its own, so only the supervisor is to be signalled (under systemd:
 ``KillMode=mixed``); a second signal to a worker makes it exit at once, without draining. A worker
 whose supervisor dies (even by SIGKILL) gets SIGTERM from the kernel (Linux ``PR_SET_PDEATHSIG``)
