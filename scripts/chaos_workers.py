@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -53,7 +54,7 @@ def active_by_worker(port: int) -> dict[str, int]:
     return counts
 
 
-def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, str]:
+def run(calls: int, speed: float, kill: bool, keep: Path | None = None) -> tuple[list[CallResult], float, str, int]:
     import psutil
 
     port = free_port()
@@ -66,7 +67,9 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
             proc = subprocess.Popen(
                 [sys.executable, "-m", "voice_agent.cli", "serve", "--port", str(port), "--stack", "fake",
                  "--workers", "2", "--no-knowledge", "--script", "bridge_smoke", "--max-calls", str(calls),
-                 "--drain-timeout", "5"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+                 "--drain-timeout", "5",
+                 *(["--transcripts", str(keep / f"calls-{'kill' if kill else 'baseline'}")] if keep else [])],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         try:
             deadline = time.monotonic() + 180
             while "ready (2/2)" not in log.read_text(errors="replace"):
@@ -75,6 +78,14 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
                 time.sleep(0.2)
             workers = sorted(psutil.Process(proc.pid).children(), key=lambda c: c.create_time())
             started = time.monotonic()
+            most = 0  # the most calls one worker ran at once, from the kill on (or all along, without one)
+
+            async def watch() -> None:
+                nonlocal most
+                while True:
+                    with contextlib.suppress(OSError, ValueError, KeyError):
+                        most = max(most, *(await asyncio.to_thread(active_by_worker, port)).values(), 0)
+                    await asyncio.sleep(0.5)
 
             async def dial_all() -> list[CallResult]:
                 config = EmulatorConfig(speed=speed, silence_secs=0.3, auth_token=TOKEN, reply_timeout_secs=45)
@@ -91,16 +102,26 @@ def run(calls: int, speed: float, kill: bool) -> tuple[list[CallResult], float, 
                     print(f"  killing worker-{busiest} (running {counts[busiest]} of {sum(counts.values())} calls)",
                           file=sys.stderr)
                     workers[int(busiest)].kill()
-                return list(await asyncio.gather(*dialled))
+                watching = asyncio.create_task(watch())  # without a kill: all along
+                try:
+                    return list(await asyncio.gather(*dialled))
+                finally:
+                    watching.cancel()
 
             results = asyncio.run(dial_all())
-            return results, time.monotonic() - started, log.read_text(errors="replace")
+            if keep is not None:
+                (keep / f"callers-{'kill' if kill else 'baseline'}.json").write_text(
+                    json.dumps([r.to_json() for r in results], indent=1))
+            return results, time.monotonic() - started, log.read_text(errors="replace"), most
         finally:
             proc.terminate()
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                (keep / f"serve-{'kill' if kill else 'baseline'}.log").write_bytes(log.read_bytes())
 
 
 def whole(result: CallResult) -> bool:
@@ -112,23 +133,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--speed", type=float, default=2.0, help="caller audio speed (x real time)")
+    parser.add_argument("--keep", type=Path, default=None, help="copy each run's serve log into this directory")
     args = parser.parse_args()
     rows = []
     for name, kill in (("no kill (baseline)", False), ("kill -9 one worker", True)):
         print(f"{name}: {args.calls} calls ...", file=sys.stderr)
-        results, secs, log = run(args.calls, args.speed, kill)
+        results, secs, log, most = run(args.calls, args.speed, kill, args.keep)
         good = sum(whole(r) for r in results)
         resumed = [r for r in results if r.legs > 1]
         gaps = sorted(g for r in resumed for g in r.resume_gaps_ms)
         restarted = "restarting it" in log
-        rows.append((name, good, len(results), len(resumed), gaps, secs, restarted))
+        rows.append((name, good, len(results), len(resumed), gaps, secs, restarted, most))
         for r in results:
             if not whole(r):
                 print(r.render(), file=sys.stderr)
-    print(f"{'run':<22}{'whole':>10}{'resumed':>9}{'resume gap p50':>16}{'wall':>8}  worker restarted")
-    for name, good, total, resumed_n, gaps, secs, restarted in rows:
+    print(f"{'run':<22}{'whole':>10}{'resumed':>9}{'resume gap p50':>16}{'most on one':>13}{'wall':>8}"
+          "  worker restarted")
+    for name, good, total, resumed_n, gaps, secs, restarted, most in rows:
         p50 = f"{gaps[len(gaps) // 2] / 1000:.1f} s" if gaps else "-"
-        print(f"{name:<22}{f'{good}/{total}':>10}{resumed_n:>9}{p50:>16}{secs:>7.0f}s  {'yes' if restarted else 'no'}")
+        print(f"{name:<22}{f'{good}/{total}':>10}{resumed_n:>9}{p50:>16}{most:>13}{secs:>7.0f}s"
+              f"  {'yes' if restarted else 'no'}")
     base, chaos = rows[0][1] / rows[0][2], rows[1][1] / rows[1][2]
     print(f"whole calls with a kill vs without: {chaos / base if base else 0:.2f}x")
 

@@ -64,6 +64,10 @@ async def test_a_stream_reaching_another_worker_than_its_webhook_is_taken_there_
         fleet = bridge_a.config.fleet
         assert fleet is not None
         assert (await fleet.calls())[plan.parameters["call_id"]]["worker"] == "b"
+        for _ in range(500):  # the slot is freed as the call ends, after the caller has seen the stream close
+            if await fleet.busy() == 0:
+                break
+            await asyncio.sleep(0.01)
         assert await fleet.busy() == 0
 
 
@@ -165,7 +169,7 @@ def test_kill_9_of_one_of_two_workers_during_calls_is_not_an_outage(tmp_path: Pa
     # returns from one loopback address would hit it).
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "kill-test-token", "TWILIO_ACCOUNT_SID": "",
            "VOICE_AGENT_STORE__BACKEND": "sqlite", "VOICE_AGENT_STORE__PATH": str(tmp_path / "calls.sqlite3"),
-           "VOICE_AGENT_CALLS_TOKEN": CALLS_TOKEN}
+           "VOICE_AGENT_CALLS_TOKEN": CALLS_TOKEN, "VOICE_AGENT_LOG_LEVEL": "INFO"}
     log = tmp_path / "serve.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
@@ -208,6 +212,14 @@ def test_kill_9_of_one_of_two_workers_during_calls_is_not_an_outage(tmp_path: Pa
         assert resumed, "no call ran on the killed worker"
         assert f"worker-{killed[0]} (pid {children[killed[0]].pid}) killed by SIGKILL; restarting it" in log.read_text()
         wait_for(log, f"worker-{killed[0]} ready (2/2)", proc)  # its replacement serves again
+        # The dead worker's calls are not all piled on the survivor (past one core, every call on it fell behind):
+        # it keeps its share and the rest wait for the replacement, which runs them (or, if the replacement is
+        # slower to start than a webhook may wait, the survivor stopped waiting for it and said so).
+        on_replacement = [e for e in fleet_calls(port).values()
+                          if e["worker"].endswith(f"/{killed[0]}") and int(e.get("leg", 1)) > 1]
+        out = log.read_text(errors="replace")
+        assert "wait for its replacement" in out, out[-3000:]
+        assert on_replacement or "a worker is missing, and this one stopped" in out, out[-3000:]
     finally:
         kill_tree(proc)
 
@@ -488,3 +500,68 @@ def test_workers_opening_the_fleet_file_together_all_start(tmp_path: Path) -> No
         release.join()
         other.close()
     assert fleet.worker == "w1"
+
+
+def test_the_least_loaded_worker_accepts_and_a_dead_workers_calls_wait_for_its_replacement() -> None:
+    from voice_agent.telephony.accept_gate import MAX_DEAF_SECS, should_accept
+    from voice_agent.telephony.local_fleet import WorkerLoad
+
+    def other(live: int, age: float = 0.1) -> list[WorkerLoad]:
+        return [WorkerLoad("w/1", live, True, age)]
+
+    # Both present: the one with more calls stops, the one with fewer (or as many) goes on: one always accepts.
+    assert not should_accept(11, 21, 2, other(10), 0).accept
+    assert should_accept(10, 21, 2, other(11), 0).accept and should_accept(10, 20, 2, other(10), 0).accept
+    # The other worker was killed with 16 calls: the survivor takes its share of the 20, the rest wait for the
+    # replacement (the old code: the survivor took all 20 before the replacement was up, past one core).
+    assert should_accept(9, 20, 2, [], 0).accept
+    held = should_accept(10, 20, 2, [], 0.5)
+    assert not held.accept and "wait for its replacement" in held.why
+    assert should_accept(10, 20, 2, [], MAX_DEAF_SECS).accept  # never deaf for longer than a webhook waits
+    assert should_accept(10, 20, 2, other(0), 0).accept is False  # the replacement is up: it takes them
+    assert should_accept(0, 0, 2, [], 0).accept  # start-up, the other still warming: nothing waits for it
+    assert should_accept(5, 20, 2, other(9, age=60), 0).accept  # a silent worker is missing, not the least loaded
+
+
+async def test_the_fleet_forgets_a_killed_workers_load_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.sqlite3"
+    survivor, doomed = LocalFleet(path, "w/0"), LocalFleet(path, "w/1")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert (await doomed.beat(7, True))[1] == []
+        with sqlite3.connect(path) as db:  # as if w/1 ran in that process
+            db.execute("UPDATE workers SET pid = ? WHERE worker = 'w/1'", (child.pid,))
+        _busy, others = await survivor.beat(3, True)
+        assert [(w.worker, w.live) for w in others] == [("w/1", 7)]
+        child.kill()
+        child.wait()  # reaped, as the supervisor reaps a dead worker
+        _busy, others = await survivor.beat(3, True)
+        assert others == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+        await survivor.close()
+        await doomed.close()
+
+
+async def test_a_stream_counts_for_the_accept_gate_before_its_call_starts(tmp_path: Path) -> None:
+    from websockets.asyncio.client import connect
+
+    # A burst of streams is accepted faster than each one's handshake and leg open: counting only started calls,
+    # the survivor of a kill saw its share free and took every returning call (all 20 on one core).
+    async with worker(tmp_path / "fleet.sqlite3", "a") as (bridge, url):
+        assert bridge.live_calls() == 0
+        async with connect(url.replace("http://", "ws://") + "/ws") as ws, \
+                connect(url.replace("http://", "ws://") + "/ws") as _other:
+            for _ in range(500):
+                if bridge.live_calls() == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert bridge.live_calls() == 2  # no start message sent: neither call has started
+            assert not [r for r in bridge.registry.all() if r.started]
+            await ws.close()
+            for _ in range(500):
+                if bridge.live_calls() == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert bridge.live_calls() == 1

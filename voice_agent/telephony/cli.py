@@ -204,7 +204,7 @@ def _serve_worker(
         transcript_retention_days=None if retention_days == 0 else retention_days,
         calls_token=os.environ.get("VOICE_AGENT_CALLS_TOKEN") or None, gc_young_threshold=gc_young_threshold,
         leg_lease_secs=settings.store.lease_secs, stream_silence_secs=settings.store.stream_silence_secs,
-        transfer=settings.transfer,
+        transfer=settings.transfer, group_size=worker.count if worker is not None else 0,
     )
     try:
         config.validate()

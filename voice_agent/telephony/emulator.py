@@ -38,7 +38,7 @@ import aiohttp
 import numpy as np
 from loguru import logger
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from voice_agent.audio.codec import (
     FRAME_MS,
@@ -429,7 +429,9 @@ class TwilioCallerEmulator:
                     receiver.cancel()
                     with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                         await receiver
-        except (OSError, ConnectionClosed, TimeoutError) as exc:
+        except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError) as exc:
+            # InvalidHandshake: the worker that took the connection died before it answered the upgrade (kill -9);
+            # Twilio then goes on to the action URL as for any stream that ends.
             if self._closed is None:
                 self._closed, self._closed_at = (None, f"{type(exc).__name__}: {exc}"), time.monotonic()
             if result.status == "completed" and plan.after_stream is None:

@@ -22,6 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +36,32 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS slots (call_id TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (call_id TEXT PRIMARY KEY, entry TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workers (worker TEXT PRIMARY KEY, pid INTEGER NOT NULL, live INTEGER NOT NULL,
+                                    accepting INTEGER NOT NULL, beat REAL NOT NULL);
 """
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What one worker of the group last said of itself (:meth:`LocalFleet.beat`).
+
+    Attributes:
+        worker: Its name.
+        live: Calls streaming on it.
+        accepting: Whether it takes new connections on the shared socket.
+        age_secs: How long ago it said so (a worker that stopped saying it is dead or stalled; a worker
+            whose process is gone is not listed at all).
+    """
+
+    worker: str
+    live: int
+    accepting: bool
+    age_secs: float
+    pid: int = 0
+
+    def gone(self) -> bool:
+        """Whether its process has died since (checked now: its supervisor reaps it at once)."""
+        return self.pid > 0 and not _alive(self.pid)
 
 
 class LocalFleet(Fleet):
@@ -182,6 +208,34 @@ class LocalFleet(Fleet):
         rows = await self._run(lambda db: db.execute("SELECT call_id, entry FROM calls").fetchall())
         return {call_id: json.loads(entry) for call_id, entry in rows}
 
+    async def beat(self, live: int, accepting: bool) -> tuple[int, list[WorkerLoad]]:
+        """Says this worker's load and reads the others': (fleet slots held, the other workers' last word).
+
+        Slots held count the calls of a worker that died too (their slots lapse only with their lease), so a
+        survivor knows how many calls the group will carry once they come back.
+
+        Raises:
+            FleetUnavailable: The fleet file could not be read or written.
+        """
+
+        def run(db: sqlite3.Connection) -> tuple[int, list[WorkerLoad]]:
+            now = time.time()
+            db.execute("INSERT OR REPLACE INTO workers VALUES (?, ?, ?, ?, ?)",
+                       (self.worker, os.getpid(), live, int(accepting), now))
+            db.execute("DELETE FROM slots WHERE until <= ?", (now,))
+            (busy,) = db.execute("SELECT COUNT(*) FROM slots").fetchone()
+            others = []
+            rows = db.execute("SELECT worker, pid, live, accepting, beat FROM workers WHERE worker != ?",
+                              (self.worker,)).fetchall()
+            for name, pid, count, taking, beat in rows:
+                if not _alive(int(pid)):  # killed: known at once (its supervisor reaps it), not after its silence
+                    db.execute("DELETE FROM workers WHERE worker = ? AND pid = ?", (name, pid))
+                    continue
+                others.append(WorkerLoad(str(name), int(count), bool(taking), max(0.0, now - float(beat)), int(pid)))
+            return int(busy), others
+
+        return await self._run(run)
+
     async def close(self) -> None:
         """Closes the file."""
         await asyncio.to_thread(self._db.close)
@@ -207,6 +261,17 @@ class LocalFleet(Fleet):
         else:
             entry["leg"] = leg
         db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)", (call_id, json.dumps(entry)))
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of that id exists (a zombie not yet reaped counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class _Transaction:

@@ -68,6 +68,7 @@ from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
 from voice_agent.session import CallSession
 from voice_agent.settings import TransferConfig
 from voice_agent.store.base import CallStore, StoredCall, StoreError, UnreadableCall
+from voice_agent.telephony.accept_gate import AcceptGate
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
     FRAME_TOO_LARGE,
@@ -84,6 +85,7 @@ from voice_agent.telephony.journal import (
     prune_records,
     write_private,
 )
+from voice_agent.telephony.local_fleet import LocalFleet
 from voice_agent.telephony.persistence import CallPersistence, StoreEffectLog
 from voice_agent.telephony.providers import (
     HandshakeError,
@@ -213,6 +215,10 @@ class ServerConfig:
         gc_young_threshold: Net allocations between the garbage collector's young collections once warmed up,
             with what start-up left alive frozen out of every collection (:mod:`voice_agent.telephony.heap`):
             full collections pause every call of the process. 0: CPython's collector as it is.
+        group_size: In a worker of ``serve --workers N`` on the local fleet: N. The worker then takes new
+            connections on the shared socket only while it is the least loaded of the workers accepting, or
+            while a worker is missing, until it carries its share (:mod:`voice_agent.telephony.accept_gate`).
+            0: it always accepts.
     """
 
     host: str = "127.0.0.1"
@@ -225,6 +231,7 @@ class ServerConfig:
     token_ttl_secs: float = 10.0
     leg_lease_secs: float = 6.0
     stream_silence_secs: float = 30.0
+    group_size: int = 0
     reservation_grace_secs: float = 3.0
     webhook_max_bytes: int = MAX_WEBHOOK_BYTES
     webhook_read_timeout_secs: float = 10.0
@@ -631,6 +638,8 @@ class VoiceBridge:
         self.ready = False
         self.calls_started = 0
         self._live: dict[str, _LiveCall] = {}
+        self._streams = 0
+        self.gate: AcceptGate | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.verifier = webhook_verifier(config.provider, config.credentials, config.signature_tolerance_secs)
         self.unsigned_limiter = WebhookRateLimiter(config.unsigned_per_client, config.unsigned_overall)
@@ -939,6 +948,17 @@ class VoiceBridge:
     # --- media stream ----------------------------------------------------------------------------------------------
 
     async def _ws(self, websocket: WebSocket) -> None:
+        # Counted for the accept gate from here, not from the call's start: a burst of streams is accepted faster
+        # than each one's handshake and leg are opened, and a gate counting only started calls let a whole burst in.
+        self._streams += 1
+        try:
+            if self.gate is not None:
+                await self.gate.check()
+            await self._stream(websocket)
+        finally:
+            self._streams -= 1
+
+    async def _stream(self, websocket: WebSocket) -> None:
         await websocket.accept()
         if self.draining:
             await _close(websocket, 1013, "server is draining, call again")
@@ -1431,6 +1451,10 @@ class VoiceBridge:
         logger.info("draining done; {} call(s) cut short", len(left))
         return len(left)
 
+    def live_calls(self) -> int:
+        """Streams open on this worker now: calls running, and streams still in their handshake."""
+        return self._streams
+
     async def _hand_over(self, calls: list[_LiveCall]) -> int:
         """Saves each call and closes its stream (1012) so the provider brings it back to another worker.
 
@@ -1540,6 +1564,7 @@ class DrainingServer(uvicorn.Server):
         self.bridge = bridge
         self._drain_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening: socket.socket | None = None  # kept to accept on again after a pause (a worker's gate)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serves until drained (old call records are deleted meanwhile, daily)."""
@@ -1547,13 +1572,51 @@ class DrainingServer(uvicorn.Server):
         housekeeping = self._loop.create_task(self.bridge.housekeeping())
         heartbeat = self._loop.create_task(self.bridge.fleet_heartbeat())
         leases = self._loop.create_task(self.bridge.lease_heartbeat())
+        tasks = [housekeeping, heartbeat, leases]
+        fleet, group = self.bridge.config.fleet, self.bridge.config.group_size
+        if group > 1 and isinstance(fleet, LocalFleet) and sockets:
+            # uvicorn gets a copy of the socket: pausing closes that copy, and resuming accepts on a new one.
+            self._listening = sockets[0]
+            sockets = [self._listening.dup()]
+            self.bridge.gate = AcceptGate(fleet, group, self.bridge.live_calls, self)
+            tasks.append(self._loop.create_task(self._gate_when_started(self.bridge.gate)))
         try:
             await super().serve(sockets)
         finally:
-            for task in (housekeeping, heartbeat, leases):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def _gate_when_started(self, gate: AcceptGate) -> None:
+        while not self.started:
+            await asyncio.sleep(0.05)
+        self.pause_accepting()  # uvicorn's server accepts every connection waiting at once: one at a time instead
+        await self.resume_accepting()
+        await gate.run()
+
+    def pause_accepting(self) -> None:
+        """Stops taking new connections on the shared socket (the other workers take them; calls go on)."""
+        for server in self.servers:
+            server.close()  # closes this worker's copy of the socket, not the others' nor the kept one
+
+    async def resume_accepting(self) -> None:
+        """Takes new connections on the shared socket again."""
+        if self._listening is None or self.should_exit or self.bridge.draining:
+            return
+        config = self.config
+
+        def protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=_loop)
+
+        # One connection per wake-up (asyncio accepts up to its backlog argument at once): the workers woken
+        # together take turns, and a burst is not all taken by one before its gate has seen the first.
+        self.pause_accepting()  # never two listeners: one nobody closes would accept for good
+        copy = self._listening.dup()
+        server = await asyncio.get_running_loop().create_server(protocol, sock=copy, backlog=1)
+        copy.listen(config.backlog)  # the kernel's queue, shared by the workers, stays as long as it was
+        self.servers = [server]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """First signal: drain; second: exit now."""

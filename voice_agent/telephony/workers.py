@@ -15,8 +15,9 @@ store yet: each worker opens its own). SIGTERM, SIGINT and SIGHUP are blocked wh
 forwarded to the workers (SIGHUP as SIGTERM: each drains its calls); it exits when all have. A worker
 that dies while no stop was asked for (kill -9, a crash) is forked again in its place while the others
 go on serving; its calls come back through the provider and resume on a live worker once their store
-leases lapse. A worker dying more than five times in a minute stops the others, and the supervisor
-exits non-zero. Each
+leases lapse; with the local fleet, the survivors take only their share of them and the rest wait
+for the replacement (:mod:`voice_agent.telephony.accept_gate`). A worker dying more than five times in
+a minute stops the others, and the supervisor exits non-zero. Each
 worker is in a process group of its own, so only the supervisor is to be signalled (under systemd:
 ``KillMode=mixed``); a second signal to a worker makes it exit at once, without draining. A worker
 whose supervisor dies (even by SIGKILL) gets SIGTERM from the kernel (Linux ``PR_SET_PDEATHSIG``)
@@ -58,12 +59,14 @@ class WorkerSlot:
         index: The worker's number, from 0.
         fleet_path: The shared local fleet file.
         sock: The supervisor's listening socket (inherited; accept on it only once warmed up).
+        count: Workers the supervisor runs (0: unknown).
     """
 
     index: int
     fleet_path: Path
     sock: socket.socket
     _ready: Connection
+    count: int = 0
 
     def ready(self) -> None:
         """Tells the supervisor this worker has warmed up and is accepting calls (once)."""
@@ -127,7 +130,7 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
             try:
                 receiver, sender = context.Pipe(duplex=False)
-                slot = WorkerSlot(index, fleet_path, sock, sender)
+                slot = WorkerSlot(index, fleet_path, sock, sender, count)
                 process = context.Process(target=_worker_main, args=(worker, slot, supervisor, blocked),
                                           name=f"worker-{index}", daemon=False)
                 process.start()

@@ -1,0 +1,143 @@
+"""Which worker of ``serve --workers N`` takes the next connection: the least loaded, not the first awake.
+
+The workers share one listening socket, and the kernel gives a connection to whichever worker's event loop
+accepts first; asyncio then accepts every connection waiting, so a burst goes to one worker. Nothing tied
+that to load: one worker could run 16 calls while the other ran 4, and when a worker was killed, every call
+it ran came back (1 to 3 s later, through the provider) before its replacement had started, so the survivor
+took them all. Past what one process serves (one core), every call on it fell behind: replies 15 to 45 s
+late on all of them, and the replacement sat idle.
+
+So each worker stops accepting while another worker runs fewer calls, and, while a worker of
+the group is missing (killed, restarting), once it carries its share of the calls the group holds: the dead
+worker's calls wait in the socket's queue for its replacement (at most :data:`MAX_DEAF_SECS`; then the
+survivor takes them rather than let the provider time out). Each worker says its load in the local fleet
+file every :data:`BEAT_SECS`; a worker silent for :data:`STALE_SECS` counts as missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from loguru import logger
+
+from voice_agent.telephony.fleet import FleetUnavailable
+from voice_agent.telephony.local_fleet import LocalFleet, WorkerLoad
+
+BEAT_SECS = 0.25
+"""How often a worker says its load and reads the others'."""
+
+STALE_SECS = 1.5
+"""A worker that has said nothing for this long is missing (dead, restarting or stalled)."""
+
+MAX_DEAF_SECS = 6.0
+"""Longest a worker stops accepting while no other worker accepts (a provider's request waits in the queue
+meanwhile; Twilio gives a webhook 15 s)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether to accept, and why (logged when it changes)."""
+
+    accept: bool
+    why: str
+
+
+def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], deaf_secs: float) -> Decision:
+    """Whether a worker running ``live`` calls takes new connections now.
+
+    Args:
+        live: Calls streaming on this worker.
+        busy: Calls the whole group holds a slot for (a dead worker's calls included until their lease lapses).
+        group: Workers the group runs when none is missing.
+        others: What the other workers last said of themselves.
+        deaf_secs: How long this worker has not been accepting.
+    """
+    present = [w for w in others if w.age_secs < STALE_SECS]
+    # The least loaded worker never stops (ties all go on), so some worker always accepts: no flag of another
+    # worker's, read a beat late, is trusted for that.
+    if present and live > (least := min(w.live for w in present)):
+        return Decision(False, f"another worker runs fewer calls ({least} < {live})")
+    waiting = busy - live - sum(w.live for w in present)  # slots held that no worker here streams: a dead one's
+    share = math.ceil(busy / max(1, group))
+    if len(present) + 1 < group and waiting > 0 and live >= share:
+        if deaf_secs < MAX_DEAF_SECS:
+            return Decision(False, f"a worker is missing; {waiting} call(s) wait for its replacement "
+                                   f"({live} >= {share} of {busy})")
+        return Decision(True, f"a worker is missing, and this one stopped {deaf_secs:.0f} s ago")
+    return Decision(True, f"fewest calls: {live} here, {busy} held, {len(present)} other worker(s) present")
+
+
+class Listener(Protocol):
+    """What the gate switches: the worker's accepting on the shared socket."""
+
+    def pause_accepting(self) -> None: ...
+
+    async def resume_accepting(self) -> None: ...
+
+
+class AcceptGate:
+    """Runs :func:`should_accept` for one worker and pauses or resumes its accepting to match.
+
+    Args:
+        fleet: The group's local fleet file.
+        group: Workers in the group.
+        live: This worker's streaming calls now.
+        listener: Pauses and resumes the accepting.
+    """
+
+    def __init__(self, fleet: LocalFleet, group: int, live: Callable[[], int], listener: Listener) -> None:
+        self.fleet, self.group, self.live, self.listener = fleet, group, live, listener
+        self.accepting = True
+        self._deaf_since = 0.0
+        self._busy = 0
+        self._others: list[WorkerLoad] = []
+        self._seen_at = 0.0
+        self._why = ""
+        self.pauses = 0
+        self._deciding = asyncio.Lock()  # streams starting and the beat decide one at a time (one listener at most)
+
+    async def run(self) -> None:
+        """Says this worker's load and follows the others' every :data:`BEAT_SECS` (until cancelled)."""
+        while True:
+            try:
+                self._busy, self._others = await self.fleet.beat(self.live(), self.accepting)
+                self._seen_at = time.monotonic()
+            except FleetUnavailable as exc:
+                logger.error("fleet: load not shared ({}); accepting meanwhile", exc)
+                self._others = []
+            await self.check()
+            await asyncio.sleep(BEAT_SECS)
+
+    async def check(self) -> None:
+        """Decides again on what is known now (also when a stream starts here, between beats)."""
+        async with self._deciding:
+            await self._check()
+
+    async def _check(self) -> None:
+        now = time.monotonic()
+        since = now - self._seen_at
+        # A worker killed since the last beat is gone now, not a beat (and the burst of its calls coming back) later.
+        self._others = [w for w in self._others if not w.gone()]
+        others = [WorkerLoad(w.worker, w.live, w.accepting, w.age_secs + since, w.pid) for w in self._others]
+        deaf = 0.0 if self.accepting else now - self._deaf_since
+        if not self._others and self.group <= 1:
+            return
+        decision = should_accept(self.live(), self._busy, self.group, others, deaf)
+        if decision.accept == self.accepting:
+            return
+        if decision.why != self._why:
+            logger.info("workers: {} connections ({})", "accepting" if decision.accept else "not accepting",
+                        decision.why)
+            self._why = decision.why
+        if decision.accept:
+            await self.listener.resume_accepting()
+            self.accepting = True
+        else:
+            self.listener.pause_accepting()
+            self.accepting, self._deaf_since = False, now
+            self.pauses += 1
