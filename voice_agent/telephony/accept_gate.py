@@ -31,12 +31,13 @@ from voice_agent.telephony.local_fleet import LocalFleet, WorkerLoad
 BEAT_SECS = 0.25
 """How often a worker says its load and reads the others'."""
 
-STALE_SECS = 1.5
-"""A worker that has said nothing for this long is missing (dead, restarting or stalled)."""
+STALE_SECS = 3.0
+"""A worker that has said nothing for this long is missing (stalled; a dead one is missing at once). A worker
+just started, or on a busy machine, can miss a few beats: taken for missing, it was not given its share."""
 
-MAX_DEAF_SECS = 6.0
+MAX_DEAF_SECS = 10.0
 """Longest a worker stops accepting while no other worker accepts (a provider's request waits in the queue
-meanwhile; Twilio gives a webhook 15 s)."""
+meanwhile; Twilio gives a webhook 15 s). A replacement starts in 2 to 8 s on a busy 2-core machine."""
 
 
 @dataclass(frozen=True)
