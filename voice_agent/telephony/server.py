@@ -1,7 +1,6 @@
-"""The telephony bridge's public API, re-exported: config (``config.py``), registry (``registry.py``), app and routes
-(``app.py``), per-call runner (``call_runner.py``), drain and hand-over (``drain.py``), process (``process.py``).
+"""The telephony bridge, re-exported: config, registry, app (routes), call_runner, drain and process modules.
 
-Import from the module that defines a name to patch it: a patch of this module's copy reaches no code.
+Patch a name in the module that defines it: a patch of this module's copy reaches no code.
 """
 
 from __future__ import annotations
