@@ -2,16 +2,52 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, cast
 
 from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from processors.speculative_retrieval import KnowledgeFrame
+from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.caller_history import CallerHistoryReader, message_text
 from voice_agent.policies.pipecat_builtin import is_pipecat_summary
 from voice_agent.services.provider_hooks import MessageDialect
-from voice_agent.session import CallSession
+
+
+class AssemblySession(Protocol):
+    """What the context stage uses of the call (:class:`voice_agent.session.CallSession`)."""
+
+    @property
+    def uses_pipeline_context(self) -> bool:
+        """Whether the model is shown pipecat's own context (the ``pipecat`` policy) rather than the lanes'."""
+        ...
+
+    @property
+    def system_prompt(self) -> str:
+        """The prompt the LLM service holds as its system instruction."""
+        ...
+
+    async def begin_turn(self, caller_text: str) -> int:
+        """Opens a turn with the caller's words."""
+        ...
+
+    async def sync_caller_messages(self, caller_messages: Sequence[str]) -> int | None:
+        """Opens a turn with the caller's words not seen before, if any."""
+        ...
+
+    def assemble(self) -> AssembledContext:
+        """The context for the next inference."""
+        ...
+
+    def count_request(self) -> None:
+        """Counts one more inference in the turn."""
+        ...
+
+    def take_knowledge(self, texts: Sequence[str], record: Mapping[str, Any]) -> None:
+        """The knowledge retrieved for the caller's final words."""
+        ...
 
 
 class CallerMessages:
@@ -67,6 +103,9 @@ class ContextAssembly(FrameProcessor):
     in the provider's dialect (the lane role, a prompt-cache breakpoint at the end of the stable prefix); under
     ``pipecat`` the context is pipecat's own and is not rewritten.
 
+    A :class:`~processors.speculative_retrieval.KnowledgeFrame` (the retrieval stage's, ahead of the caller's
+    words) goes to the session here and no further.
+
     Args:
         session: The call.
         caller_messages: The caller messages already seen (used under ``pipecat``); the pipeline gives both
@@ -76,7 +115,7 @@ class ContextAssembly(FrameProcessor):
         dialect: What the LLM's provider needs of the messages; None: the lanes' own (OpenAI's API).
     """
 
-    def __init__(self, session: CallSession, caller_messages: CallerMessages | None = None,
+    def __init__(self, session: AssemblySession, caller_messages: CallerMessages | None = None,
                  history: CallerHistoryReader | None = None, dialect: MessageDialect | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -87,8 +126,11 @@ class ContextAssembly(FrameProcessor):
         self._dialect = dialect if dialect is not None else MessageDialect()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Dispatches LLMContextFrames to the assembler; forwards the rest."""
+        """Dispatches LLMContextFrames to the assembler, knowledge to the session; forwards the rest."""
         await super().process_frame(frame, direction)
+        if isinstance(frame, KnowledgeFrame):
+            self._session.take_knowledge(frame.texts, frame.record)
+            return
         if isinstance(frame, LLMContextFrame):
             frame = await self._assemble(frame)
         await self.push_frame(frame, direction)

@@ -40,9 +40,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -73,8 +73,36 @@ from voice_agent.core.llm_recovery import (
     RecoveryLines,
 )
 from voice_agent.core.transfer import NOT_TRANSFERRED
+from voice_agent.domains.base import Domain
 from voice_agent.services.cut_streams import CutStream
-from voice_agent.session import CallSession
+
+
+class WatchdogSession(Protocol):
+    """What the watchdog uses of the call (:class:`voice_agent.session.CallSession`)."""
+
+    @property
+    def call_id(self) -> str:
+        """Names the call in logs."""
+        ...
+
+    @property
+    def turn(self) -> int:
+        """The turn in progress."""
+        ...
+
+    @property
+    def domain(self) -> Domain:
+        """The call's tools (is the transfer tool one of them?)."""
+        ...
+
+    @property
+    def llm_failures(self) -> list[LLMFailure]:
+        """The log of failed attempts the watchdog appends to."""
+        ...
+
+    async def execute_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Runs a tool through the guards (the transfer after repeated failures)."""
+        ...
 
 GENERATION = "llm_watchdog.generation"
 """Frame metadata key: the generation of the inference that produced a response frame."""
@@ -112,18 +140,18 @@ class LLMWatchdog:
     Args:
         session: The call: its turn, its tool layer and its ``llm_failures`` log.
         llm: The LLM processor (any pipecat LLM service).
-        config: Timeouts, retries and the transfer threshold; default: ``session.config.llm_recovery``.
+        config: Timeouts, retries and the transfer threshold (the call's ``llm`` settings).
         lines: What the caller hears instead of an answer.
     """
 
     def __init__(
         self,
-        session: CallSession,
+        session: WatchdogSession,
         llm: FrameProcessor,
-        config: LLMRecoveryConfig | None = None,
+        config: LLMRecoveryConfig,
         lines: RecoveryLines | None = None,
     ) -> None:
-        self.config = config or session.config.llm_recovery
+        self.config = config
         self.lines = lines or RecoveryLines()
         self._session = session
         self._llm = llm

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from pipecat.frames.frames import (
     Frame,
@@ -14,9 +14,17 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from voice_agent.session import CallSession
+from voice_agent.core.guards.output_guard import OutputVerdict
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class OutputSession(Protocol):
+    """What the output guard stage uses of the call (:class:`voice_agent.session.CallSession`)."""
+
+    def review_output(self, text: str) -> OutputVerdict:
+        """The guard's verdict on one sentence the agent is about to speak."""
+        ...
 
 
 class OutputGuardProcessor(FrameProcessor):
@@ -29,7 +37,7 @@ class OutputGuardProcessor(FrameProcessor):
         session: The call (its output guard, ledger and transcript).
     """
 
-    def __init__(self, session: CallSession, **kwargs: Any) -> None:
+    def __init__(self, session: OutputSession, **kwargs: Any) -> None:
         # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
         # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
         kwargs.setdefault("enable_direct_mode", True)

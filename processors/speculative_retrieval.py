@@ -9,8 +9,9 @@ A thin adapter over :class:`voice_agent.retrieval.speculative.SpeculativeRetriev
   VAD hears speech is an earlier utterance's, queued): a segment Whisper finds empty (a cough) gets no final at
   all, so counting starts against finals would never return to zero;
 * ``TranscriptionFrame`` (audio mode) and ``LLMMessagesAppendFrame`` with user messages (text mode): takes the
-  final text, gets the chunks (cached hit or critical-path retrieval) and sets ``session.retrieved`` and
-  ``session.pending_retrieval`` *before* forwarding the frame, so the context assembled for this turn has them;
+  final text, gets the chunks (cached hit or critical-path retrieval) and pushes a :class:`KnowledgeFrame`
+  *ahead of* the frame, so the context stage has them before the turn's context (the user aggregator passes
+  the knowledge on untouched);
 * ``InterruptionFrame``: cancels unfinished speculative work;
 * ``EndFrame`` / ``CancelFrame``: cancels everything and empties the cache.
 
@@ -19,11 +20,13 @@ Every frame is forwarded unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import (
     CancelFrame,
+    DataFrame,
     EndFrame,
     Frame,
     InterimTranscriptionFrame,
@@ -38,19 +41,20 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from voice_agent.retrieval.speculative import Searcher, SpeculativeConfig, SpeculativeRetriever, TurnRetrieval
 
 
-class RetrievalSink(Protocol):
-    """What the processor writes to: :class:`voice_agent.session.CallSession` (with ``pending_retrieval``).
+@dataclass
+class KnowledgeFrame(DataFrame):
+    """The knowledge retrieved for the caller's final words, on its way to the context stage ahead of them.
 
-    Attributes:
-        call_id: Names the call in logs.
-        retrieved: Chunk texts the next assembled context injects.
-        pending_retrieval: The retrieval record of the turn about to open; ``begin_turn`` copies it into
-            ``TurnRecord.retrieval``.
+    Parameters:
+        texts: Chunk texts the turn's context injects.
+        record: What the retrieval did (:meth:`TurnRetrieval.to_dict`), for the turn's record.
     """
 
-    call_id: str
-    retrieved: list[str]
-    pending_retrieval: dict[str, Any]
+    texts: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.name}(chunks: {len(self.texts)}, status: {self.record.get('status')})"
 
 
 def _user_text(frame: LLMMessagesAppendFrame) -> str:
@@ -68,11 +72,11 @@ def _user_text(frame: LLMMessagesAppendFrame) -> str:
 
 
 class SpeculativeRetrieval(FrameProcessor):
-    """Retrieves knowledge chunks on interim transcripts and hands them to the session at the final.
+    """Retrieves knowledge chunks on interim transcripts and pushes them, as a :class:`KnowledgeFrame`, ahead of
+    each final.
 
     Args:
-        session: The call; gets ``retrieved`` (chunk texts) and ``pending_retrieval`` (the observability dict of
-            :meth:`TurnRetrieval.to_dict`) on every final.
+        call_id: Names the call in logs.
         searcher: The retriever (a loaded :class:`~voice_agent.retrieval.index.HybridIndex`).
         config: Debounce and matching thresholds.
         speculate: False turns speculation off (every final retrieved on the critical path), for comparisons.
@@ -81,7 +85,7 @@ class SpeculativeRetrieval(FrameProcessor):
 
     def __init__(
         self,
-        session: RetrievalSink,
+        call_id: str,
         searcher: Searcher,
         config: SpeculativeConfig | None = None,
         *,
@@ -89,7 +93,7 @@ class SpeculativeRetrieval(FrameProcessor):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._session = session
+        self._call_id = call_id
         self._speculate = speculate
         # Whether the utterance the VAD last started has no final yet; None until a VAD frame passes (text mode).
         self._utterance_open: bool | None = None
@@ -128,12 +132,10 @@ class SpeculativeRetrieval(FrameProcessor):
         try:
             record: TurnRetrieval = await self.retriever.on_final(text)
         except Exception:  # retrieval must never take the call down; the turn simply gets no knowledge
-            logger.exception("call {}: retrieval failed", self._session.call_id)
-            self._session.retrieved = []
-            self._session.pending_retrieval = {"status": "error"}
+            logger.exception("call {}: retrieval failed", self._call_id)
+            await self.push_frame(KnowledgeFrame(record={"status": "error"}))
             return
-        self._session.retrieved = record.texts
-        self._session.pending_retrieval = record.to_dict()
+        await self.push_frame(KnowledgeFrame(texts=list(record.texts), record=record.to_dict()))
 
     async def cleanup(self) -> None:
         """Cancels any speculative work left when the processor is torn down."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, cast
 
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
@@ -21,14 +21,65 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from voice_agent.core.effects import running
 from voice_agent.core.llm_recovery import RecoveryLines
-from voice_agent.domains.base import ToolError
-from voice_agent.session import CallSession, ToolAdmission
+from voice_agent.core.tool_gate import ToolAdmission
+from voice_agent.domains.base import Domain, ToolError
 
 FunctionHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A pipecat function-call handler: it answers through ``params.result_callback``."""
 
 
-def tools_schema(session: CallSession) -> ToolsSchema:
+class HoldingLine(Protocol):
+    """The call's settings the tool layer reads."""
+
+    @property
+    def holding_line(self) -> str:
+        """What the caller hears while a model reads the call before a date-bearing action ("" for nothing)."""
+        ...
+
+
+class ToolSession(Protocol):
+    """What the tool layer uses of the call (:class:`voice_agent.session.CallSession`): its tools and guards."""
+
+    @property
+    def domain(self) -> Domain:
+        """The call's tools and their handlers."""
+        ...
+
+    @property
+    def config(self) -> HoldingLine:
+        """The call's settings."""
+        ...
+
+    def reads_dates(self, name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a model reads the call before this tool call runs."""
+        ...
+
+    async def execute_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Guards, runs (the domain's handler) and harvests one tool call."""
+        ...
+
+    async def admit_tool_call(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> ToolAdmission:
+        """The guards' part of a tool call, before it runs."""
+        ...
+
+    def tool_returned(self, name: str, call_id: str, admission: ToolAdmission, result: Any) -> None:
+        """Records an admitted call's result."""
+        ...
+
+    async def settle_effect(self, name: str, admission: ToolAdmission, result: Any, *, failed: bool = False) -> None:
+        """Records the outcome of an admitted mutating call in the effect log."""
+        ...
+
+    def tool_failed(self, name: str, call_id: str, error: BaseException) -> dict[str, Any]:
+        """Records an admitted call whose tool raised; the result for the model."""
+        ...
+
+    def cancel_tool(self, name: str, call_id: str) -> None:
+        """Records a tool call cancelled by a barge-in or a timeout."""
+        ...
+
+
+def tools_schema(session: ToolSession) -> ToolsSchema:
     """The domain's tools as pipecat advertises them to the model (without our kind marks)."""
     schemas = []
     for tool in session.domain.tools:
@@ -37,7 +88,7 @@ def tools_schema(session: CallSession) -> ToolsSchema:
     return ToolsSchema(standard_tools=schemas)
 
 
-def guarded(session: CallSession, handler: FunctionHandler | None = None) -> FunctionHandler:
+def guarded(session: ToolSession, handler: FunctionHandler | None = None) -> FunctionHandler:
     """A pipecat handler that runs one tool call behind the call's guards.
 
     The guards run first; a refusal becomes the tool result the model reads, so the bot is never left silent.
@@ -84,7 +135,7 @@ def guarded(session: CallSession, handler: FunctionHandler | None = None) -> Fun
 
 
 async def _run_own(
-    session: CallSession, handler: FunctionHandler, params: FunctionCallParams, admission: ToolAdmission
+    session: ToolSession, handler: FunctionHandler, params: FunctionCallParams, admission: ToolAdmission
 ) -> None:
     """Runs the user's handler on an admitted call; its final result is recorded and harvested on its way."""
     name, call_id = params.function_name, params.tool_call_id
@@ -111,7 +162,7 @@ async def _run_own(
         await params.result_callback(session.tool_failed(name, call_id, exc))
 
 
-def register_guarded_tools(llm: LLMService[Any], session: CallSession) -> None:
+def register_guarded_tools(llm: LLMService[Any], session: ToolSession) -> None:
     """Registers one guarded handler per domain tool on ``llm`` (the domain's own handlers run)."""
     handler = guarded(session)
     for tool in session.domain.tools:
@@ -138,7 +189,7 @@ def registered_tools(llm: LLMService[Any]) -> list[str]:
     return names
 
 
-def guard_registered_handlers(llm: LLMService[Any], session: CallSession) -> list[str]:
+def guard_registered_handlers(llm: LLMService[Any], session: ToolSession) -> list[str]:
     """Puts every handler already registered on ``llm`` behind the guards, each with its own options.
 
     Every tool call is then recorded in the transcript lane, whatever the tool: the lanes rebuild each

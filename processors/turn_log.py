@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pipecat.frames.frames import (
     Frame,
@@ -14,8 +15,18 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from voice_agent.call_telemetry import emit_turn_span
-from voice_agent.session import CallSession
+
+class TurnLogSession(Protocol):
+    """What the turn log uses of the call (:class:`voice_agent.session.CallSession`)."""
+
+    @property
+    def turn(self) -> int:
+        """The turn in progress (0 before the caller has spoken)."""
+        ...
+
+    def record_agent(self, text: str, *, interrupted: bool = False) -> None:
+        """Records what the agent said, as heard."""
+        ...
 
 
 class TurnLog(FrameProcessor):
@@ -30,14 +41,18 @@ class TurnLog(FrameProcessor):
 
     Args:
         session: The call.
+        on_close: Called with the turn as it closes, before ``on_turn_completed`` (the call's pipeline emits the
+            turn's telemetry span with it).
     """
 
-    def __init__(self, session: CallSession, **kwargs: Any) -> None:
+    def __init__(self, session: TurnLogSession, on_close: Callable[[int], None] | None = None,
+                 **kwargs: Any) -> None:
         # Direct mode: frames are handled in the pushing processor's task, not queued for a task of this
         # one's own (two queue hops and task switches per frame saved; nothing here waits on anything).
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._session = session
+        self._on_close = on_close
         self._text: list[str] = []
         self._calls_in_response = False
         self._register_event_handler("on_turn_completed")
@@ -88,5 +103,6 @@ class TurnLog(FrameProcessor):
         turn = self._session.turn
         if turn < 1:
             return
-        emit_turn_span(self._session, turn)
+        if self._on_close is not None:
+            self._on_close(turn)
         await self._call_event_handler("on_turn_completed", turn)

@@ -195,7 +195,7 @@ async def play(script: Scenario, label: str, base: Settings, knowledge: bool) ->
     holder["session"] = parts.session
     facts = scenario_facts(script)
     recorder = CallRecorder(parts.session, [f.watched() for f in facts])
-    before = [SpeculativeRetrieval(parts.session, shared_index(), BUDGETED_SPECULATION)] if knowledge else []
+    before = [SpeculativeRetrieval(parts.session.call_id, shared_index(), BUDGETED_SPECULATION)] if knowledge else []
     failure = None
     try:
         await run_text_call(parts.session, parts.llm, caller_lines(script), recorder=recorder, before_user=before,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.services.whisper.stt import WhisperSTTService
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.speculative_retrieval import SpeculativeRetrieval
+from processors.speculative_retrieval import KnowledgeFrame, SpeculativeRetrieval
 from processors.whisper_interims import WhisperInterims
 from voice_agent.audio.codec import resample
 from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial
@@ -52,13 +52,6 @@ class Searcher:
         self.queries.append(query)
         chunk = Chunk(id="kb/hours", document="kb", heading="hours", text="Lines open 8 to 8.", source="kb.md")
         return RetrievalResult(query, (ScoredChunk(chunk, 0.9, 0.9, 1.0),))
-
-
-@dataclass
-class Sink:
-    call_id: str = "test-call"
-    retrieved: list[str] = field(default_factory=list)
-    pending_retrieval: dict[str, Any] = field(default_factory=dict)
 
 
 # -- the schedule of partial decodes ----------------------------------------------------------------------------------
@@ -403,8 +396,7 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
     stack = AudioStack()
     await asyncio.to_thread(stack.warm_up)
     audio = await asyncio.to_thread(stack.build)
-    sink = Sink()
-    retrieval = SpeculativeRetrieval(sink, Searcher(), BUDGETED_SPECULATION)
+    retrieval = SpeculativeRetrieval("call-1", Searcher(), BUDGETED_SPECULATION)
     chunk = 640  # 20 ms
     frames: list[Frame] = [InputAudioRawFrame(bytes(chunk), RATE, 1) for _ in range(25)]
     for i in range(0, len(pcm), chunk * 10):  # real time, 200 ms at a time
@@ -429,12 +421,14 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
     assert [f.text for f in fresh if isinstance(f, TranscriptionFrame)] == [finals[0].text]
     record = retrieval.retriever.turns[0]
     assert record.interims >= 1 and record.speculative_retrievals >= 1
-    assert sink.pending_retrieval["searches"] == record.searches
+    knowledge = [f for f in down if isinstance(f, KnowledgeFrame)]
+    assert len(knowledge) == 1 and down.index(knowledge[0]) < down.index(finals[0])  # ahead of the caller's words
+    assert knowledge[0].record["searches"] == record.searches
 
 
 async def test_a_partial_landing_after_the_final_is_not_charged_to_the_next_turn() -> None:
     searcher = Searcher()
-    retrieval = SpeculativeRetrieval(Sink(), searcher, BUDGETED_SPECULATION)
+    retrieval = SpeculativeRetrieval("call-1", searcher, BUDGETED_SPECULATION)
     frames: list[Frame] = [
         VADUserStartedSpeakingFrame(),
         InterimTranscriptionFrame("what hours are your lines open", "", "t"), SleepFrame(0.1),
@@ -455,7 +449,7 @@ async def test_a_partial_landing_after_the_final_is_not_charged_to_the_next_turn
 
 async def test_a_segment_with_no_final_does_not_turn_the_late_interim_guard_off() -> None:
     searcher = Searcher()
-    retrieval = SpeculativeRetrieval(Sink(), searcher, BUDGETED_SPECULATION)
+    retrieval = SpeculativeRetrieval("call-1", searcher, BUDGETED_SPECULATION)
     frames: list[Frame] = [
         VADUserStartedSpeakingFrame(), VADUserStoppedSpeakingFrame(), SleepFrame(0.1),  # a cough: no final at all
         VADUserStartedSpeakingFrame(), InterimTranscriptionFrame("what hours are your lines open", "", "t"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from pipecat.frames.frames import (
+    FunctionCallsStartedFrame,
     InterruptionFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
@@ -16,6 +17,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from processors.context_assembly import ContextAssembly
 from processors.output_guard import OutputGuardProcessor
+from processors.speculative_retrieval import KnowledgeFrame
 from processors.turn_log import TurnLog
 from tests.fakes.toy_domain import TOY
 from voice_agent.core.transcript import EntryKind, ToolOutcome
@@ -54,6 +56,17 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
     assert s.state.turn == 1 and s.requests_by_turn == {1: 1}
 
 
+async def test_the_context_stage_gives_the_knowledge_ahead_of_the_caller_to_the_session_and_no_further() -> None:
+    s = session()
+    knowledge = KnowledgeFrame(texts=["Disputes take up to 10 working days."], record={"status": "hit"})
+    canonical = LLMContext([{"role": "user", "content": "how long does a dispute take"}])
+    down, _ = await run_test(ContextAssembly(s), frames_to_send=[knowledge, LLMContextFrame(canonical)],
+                             expected_down_frames=[LLMContextFrame])
+    # The turn those words open records the retrieval, and its context injects the chunk.
+    assert s.retrieval_by_turn == {1: {"status": "hit"}} and s.pending_retrieval == {}
+    assert any("Disputes take up to 10 working days." in str(m["content"]) for m in down[0].context.get_messages())
+
+
 async def test_output_guard_replaces_a_card_number_sentence() -> None:
     s = session()
     await s.begin_turn("what card do you have")
@@ -74,6 +87,16 @@ async def test_turn_log_records_an_interrupted_utterance_as_heard() -> None:
     await run_test(TurnLog(s), frames_to_send=frames)
     agent = [e for e in s.state.transcript if e.kind is EntryKind.AGENT]
     assert [(e.text, e.interrupted) for e in agent] == [("Let me explain the whole", True)]
+
+
+async def test_turn_log_closes_a_turn_only_when_its_response_calls_no_tool() -> None:
+    s = session()
+    await s.begin_turn("hello")
+    closed: list[int] = []
+    frames = [LLMFullResponseStartFrame(), FunctionCallsStartedFrame(function_calls=[]), LLMFullResponseEndFrame(),
+              LLMFullResponseStartFrame(), LLMTextFrame("Hello there."), LLMFullResponseEndFrame()]
+    await run_test(TurnLog(s, closed.append), frames_to_send=frames)
+    assert closed == [1]
 
 
 async def test_text_call_keeps_order_harvests_and_rejects_from_memory() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import subprocess
 import sys
 import time
@@ -30,13 +29,11 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.speculative_retrieval import SpeculativeRetrieval
-from tests.fakes.toy_domain import TOY
+from processors.speculative_retrieval import KnowledgeFrame, SpeculativeRetrieval
 from voice_agent.retrieval.index import E5Embedder, HybridIndex, RetrievalResult, ScoredChunk
 from voice_agent.retrieval.knowledge import Chunk, chunk_markdown, content_hash, load_chunks
 from voice_agent.retrieval.quality import evaluate, load_questions
 from voice_agent.retrieval.speculative import SpeculativeConfig, SpeculativeRetriever, jaccard, normalise
-from voice_agent.session import CallSession, SessionConfig
 
 # Measured 2026-11-30 (see the report): calibration set P@3 0.855, MRR 0.864, nothing-injected 1.0;
 # held-out P@3 0.583, MRR 0.667, nothing-injected 1.0. Floors sit a little below.
@@ -99,10 +96,6 @@ class FakeSearcher:
             return RetrievalResult(query)
         chunk = Chunk(id=f"kb/{words[-1]}", document="kb", heading=words[-1], text=query, source="kb.md")
         return RetrievalResult(query, (ScoredChunk(chunk, 0.9, 0.9, 1.0),))
-
-
-def make_session() -> CallSession:
-    return CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30)), {})
 
 
 def fast_config(**kw: Any) -> SpeculativeConfig:
@@ -350,17 +343,21 @@ async def test_an_earlier_turns_query_matches_only_when_identical() -> None:
 
 
 class Probe(FrameProcessor):
-    """Records what the session holds when the final frame reaches the next processor."""
+    """Records, at each final frame, the knowledge that reached it first (texts, record), and passes nothing on."""
 
-    def __init__(self, session: CallSession) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._session = session
+        self._knowledge: KnowledgeFrame | None = None
         self.seen: list[tuple[list[str], dict[str, Any]]] = []
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        if isinstance(frame, KnowledgeFrame):
+            self._knowledge = frame
+            return
         if isinstance(frame, LLMMessagesAppendFrame | TranscriptionFrame):
-            self.seen.append((list(self._session.retrieved), dict(getattr(self._session, "pending_retrieval", {}))))
+            knowledge, self._knowledge = self._knowledge, None
+            self.seen.append(([], {}) if knowledge is None else (knowledge.texts, knowledge.record))
         await self.push_frame(frame, direction)
 
 
@@ -372,14 +369,13 @@ def interims(text: str) -> list[Frame]:
 async def test_processor_text_mode_interims_then_final_is_a_hit_before_the_frame_moves_on(
     index: HybridIndex,
 ) -> None:
-    session = make_session()
-    processor = SpeculativeRetrieval(session, index, SpeculativeConfig(debounce_s=0.02))
-    probe = Probe(session)
+    processor = SpeculativeRetrieval("call-1", index, SpeculativeConfig(debounce_s=0.02))
+    probe = Probe()
     question = "how long does a dispute usually take to resolve"
     final = LLMMessagesAppendFrame(messages=[{"role": "user", "content": question}], run_llm=True)
     await run_test(Pipeline([processor, probe]), frames_to_send=[*interims(question), SleepFrame(sleep=0.6), final])
     retrieved, record = probe.seen[-1]
-    assert retrieved and retrieved == session.retrieved
+    assert retrieved
     assert record["status"] == "hit" and record["chunk_ids"][0] == "disputes/how-long-a-dispute-takes"
     assert record["interims"] == 9
     if record["source"] == "cache":  # on a loaded box the last speculation may still be running ("inflight")
@@ -387,24 +383,23 @@ async def test_processor_text_mode_interims_then_final_is_a_hit_before_the_frame
 
 
 async def test_processor_without_interims_retrieves_on_the_critical_path(index: HybridIndex) -> None:
-    session = make_session()
-    probe = Probe(session)
+    probe = Probe()
     final = TranscriptionFrame("is there a fee if I pay a few days late", "caller", "")
-    await run_test(Pipeline([SpeculativeRetrieval(session, index), probe]), frames_to_send=[final])
+    await run_test(Pipeline([SpeculativeRetrieval("call-1", index), probe]), frames_to_send=[final])
     retrieved, record = probe.seen[-1]
     assert record["status"] == "miss" and record["interims"] == 0
     assert record["chunk_ids"][0] == "fees/late-payment-fee" and retrieved
 
 
 async def test_processor_unanswerable_final_injects_nothing_and_interruption_cancels(index: HybridIndex) -> None:
-    session = make_session()
-    session.retrieved = ["left over from the last turn"]
-    processor = SpeculativeRetrieval(session, index, SpeculativeConfig(debounce_s=0.3))
+    processor = SpeculativeRetrieval("call-1", index, SpeculativeConfig(debounce_s=0.3))
     final = LLMMessagesAppendFrame(messages=[{"role": "user", "content": "can you book me a taxi"}])
     frames: list[Frame] = [*interims("can you book me a taxi"), InterruptionFrame(), final]
-    await run_test(processor, frames_to_send=frames)
-    assert session.retrieved == []
-    assert session.pending_retrieval["status"] == "miss"  # type: ignore[attr-defined]
+    down, _ = await run_test(processor, frames_to_send=frames)
+    knowledge = [f for f in down if isinstance(f, KnowledgeFrame)]
+    assert len(knowledge) == 1 and down.index(knowledge[0]) < down.index(final)
+    assert knowledge[0].texts == []  # nothing to inject: the last turn's chunks are replaced by none
+    assert knowledge[0].record["status"] == "miss"
     assert processor.retriever.in_flight == 0
 
 

@@ -249,11 +249,14 @@ from voice_agent.telephony.workers import run_workers
 mode, marker = sys.argv[1], sys.argv[2]
 sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(8)
 def worker(slot):
+    first = not os.path.exists(marker)
+    if mode == "slow-restart" and slot.index == 0 and not first:
+        print("warming up", flush=True)
+        time.sleep(2.0)  # a replacement warming up, with no handler of its own yet
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     slot.ready()
     print(f"pid {slot.index} {os.getpid()}", flush=True)
-    first = not os.path.exists(marker)
-    if slot.index == 0 and (mode == "die" or (mode == "die-once" and first)):
+    if slot.index == 0 and (mode == "die" or (mode in ("die-once", "slow-restart") and first)):
         open(marker, "w").close()
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -312,6 +315,20 @@ def test_a_worker_killed_by_sigkill_is_forked_again_and_the_others_go_on(tmp_pat
         assert psutil.Process(pids[1]).status() != psutil.STATUS_ZOMBIE  # the other worker never stopped
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        kill_tree(proc)
+
+
+def test_a_stop_asked_while_a_replacement_warms_up_stops_it_too(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    proc = supervisor("slow-restart", log)
+    try:
+        worker_pids(log, proc)
+        wait_for(log, "warming up", proc, timeout=20)
+        proc.send_signal(signal.SIGTERM)
+        # The replacement was forked with the supervisor's forwarding handler and went on serving: never exited.
+        assert proc.wait(timeout=15) == 0, log.read_text()
+        assert "Traceback" not in log.read_text()
     finally:
         kill_tree(proc)
 

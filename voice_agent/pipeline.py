@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from loguru import logger
@@ -33,6 +34,7 @@ from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
 from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
+from voice_agent.call_telemetry import emit_turn_span
 from voice_agent.core.caller_history import CallerHistoryReader
 from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
 from voice_agent.services.provider_hooks import message_dialect
@@ -163,7 +165,7 @@ def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequen
     caller_messages.new(list(restored))
     dialect = message_dialect(llm, session.config.lane_role)
     output_guard = OutputGuardProcessor(session, name="output-guard")
-    turn_log = TurnLog(session, name="turn-log")
+    turn_log = TurnLog(session, partial(emit_turn_span, session), name="turn-log")
     watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
     assembly_in = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-in")
     assembly_rerun = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-rerun")

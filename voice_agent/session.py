@@ -26,7 +26,7 @@ from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryCo
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
-from voice_agent.core.tool_gate import GateDecision, ToolGate
+from voice_agent.core.tool_gate import GateDecision, ToolAdmission, ToolGate
 from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain, ToolError
@@ -59,24 +59,6 @@ class GuardEvent:
     tool: str
     verdicts: tuple[dict[str, str], ...]
     rejection: dict[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class ToolAdmission:
-    """What the guards decided about one tool call, before it runs.
-
-    Attributes:
-        arguments: The arguments to run it with (identifiers as the ledger spells them).
-        decision: The guards' decision (None when the call was stopped before the guards).
-        refusal: The result for the model instead of running the tool (stopped, rejected, or a mutating call
-            an earlier attempt already made: its recorded result); None: run it.
-    """
-
-    arguments: dict[str, Any]
-    decision: GateDecision | None = None
-    refusal: dict[str, Any] | None = None
-    effect: str | None = None
-    """The effect key of an admitted mutating call (its result is then recorded in the effect log)."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +152,7 @@ class CallSession:
         self.summarizer = summarizer
         self.policy: Policy = policy or self._build_policy(summarizer)
         self.retrieved: list[str] = []
-        # Set by the retrieval stage at the caller's final words, before the turn opens.
+        # Given by the retrieval stage at the caller's final words (take_knowledge), before the turn opens.
         self.pending_retrieval: dict[str, Any] = {}
         self.retrieval_by_turn: dict[int, dict[str, Any]] = {}
         # Awaited with the turn number once the caller's words have opened it, before any answer.
@@ -317,6 +299,12 @@ class CallSession:
         if not self.uses_pipeline_context:
             return []
         return pipecat_history(self.state.transcript.entries)
+
+    def take_knowledge(self, texts: Sequence[str], record: Mapping[str, Any]) -> None:
+        """The knowledge retrieved for the caller's final words: the next context injects ``texts``, and the turn
+        those words open records ``record`` (:meth:`~voice_agent.retrieval.speculative.TurnRetrieval.to_dict`)."""
+        self.retrieved = list(texts)
+        self.pending_retrieval = dict(record)
 
     def assemble(self) -> AssembledContext:
         """The context for the next inference, built from the lanes by the policy."""

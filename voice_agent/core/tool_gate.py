@@ -149,3 +149,21 @@ class ToolGate:
 
 def _rejection(guard: str, verdict: str, reason: str) -> dict[str, Any]:
     return {"status": "rejected", "guard": guard, "verdict": str(verdict), "reason": reason}
+
+
+@dataclass(frozen=True)
+class ToolAdmission:
+    """What the guards decided about one tool call, before it runs.
+
+    Attributes:
+        arguments: The arguments to run it with (identifiers as the ledger spells them).
+        decision: The guards' decision (None when the call was stopped before the guards).
+        refusal: The result for the model instead of running the tool (stopped, rejected, or a mutating call
+            an earlier attempt already made: its recorded result); None: run it.
+    """
+
+    arguments: dict[str, Any]
+    decision: GateDecision | None = None
+    refusal: dict[str, Any] | None = None
+    effect: str | None = None
+    """The effect key of an admitted mutating call (its result is then recorded in the effect log)."""

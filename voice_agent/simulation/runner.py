@@ -187,7 +187,8 @@ async def run_once(
         if on_turn is not None and record is not None:
             on_turn(policy, run, parts, record)
 
-    before_user = [SpeculativeRetrieval(parts.session, shared_index(), BUDGETED_SPECULATION)] if plan.knowledge else []
+    before_user = ([SpeculativeRetrieval(parts.session.call_id, shared_index(), BUDGETED_SPECULATION)]
+                   if plan.knowledge else [])
     failure = None
     applied = 0
     try:

@@ -381,7 +381,7 @@ class CallRunner:
                 transport.input(), *audio.before_user, SpokenIdNormalizer(parts.id_shapes, name="spoken-ids"),
                 # Speculation runs on the stack's interims (Whisper's partial decodes, pocketsphinx's hypotheses),
                 # budgeted to new content words; with none (--no-interims) every retrieval is at the final.
-                *([SpeculativeRetrieval(session, shared_index(), BUDGETED_SPECULATION, name="retrieval")]
+                *([SpeculativeRetrieval(session.call_id, shared_index(), BUDGETED_SPECULATION, name="retrieval")]
                   if self.config.knowledge else []),
             ],
             tts=[audio.tts, transport.output()],

@@ -111,6 +111,9 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
     say = log or (lambda line: print(f"voice-agent serve: {line}", file=sys.stderr, flush=True))
     context = multiprocessing.get_context("fork")
     supervisor = os.getpid()
+    # What a worker is forked with: a replacement forked later must not inherit the supervisor's forwarding
+    # handlers (a stop during its warm-up was then forwarded again by it, to its siblings, and it went on serving).
+    handlers = {sig: signal.getsignal(sig) for sig in FORWARDED}
     stopping: list[int] = []
     with tempfile.TemporaryDirectory(prefix="voice-agent-fleet-") as directory:
         fleet_path = Path(directory) / FLEET_FILE
@@ -131,7 +134,7 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
             try:
                 receiver, sender = context.Pipe(duplex=False)
                 slot = WorkerSlot(index, fleet_path, sock, sender, count)
-                process = context.Process(target=_worker_main, args=(worker, slot, supervisor, blocked),
+                process = context.Process(target=_worker_main, args=(worker, slot, supervisor, blocked, handlers),
                                           name=f"worker-{index}", daemon=False)
                 process.start()
                 sender.close()
@@ -196,7 +199,8 @@ class _Supervisor:
         process.join()
         self.ready.discard(index)
         status = exit_status(process.exitcode)
-        if self.stopping and status == 0:
+        # Asked to stop, a worker still warming up dies of the signal itself (no handler yet): a clean stop too.
+        if self.stopping and (status == 0 or process.exitcode in (-signal.SIGTERM, -signal.SIGINT)):
             self.done.add(index)
             return
         code = process.exitcode or 0
@@ -219,13 +223,16 @@ class _Supervisor:
 
 
 def _worker_main(worker: Callable[[WorkerSlot], None], slot: WorkerSlot, supervisor: int,
-                 mask: set[signal.Signals]) -> None:
+                 mask: set[signal.Signals], handlers: dict[signal.Signals, Any]) -> None:
     # A process group of its own: a terminal's Ctrl+C (sent to the whole foreground group) reaches the
     # supervisor only, which forwards it once; a second signal would make the worker exit without draining.
     os.setpgid(0, 0)
     _die_with_parent()
     if os.getppid() != supervisor:  # the supervisor died before the request above took effect
         os._exit(1)
+    for sig, handler in handlers.items():  # still blocked: a stop already sent reaches these, not the supervisor's
+        if handler is not None:
+            signal.signal(sig, handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     worker(slot)
 
