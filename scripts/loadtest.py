@@ -159,7 +159,7 @@ def run_server(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
     if workers == 1:
         _serve_one(port, bridge, stack_name, max_calls, lines, None, profile_dir, gc_young_threshold, transcripts)
         return
-    from voice_agent.telephony.server import bind_socket
+    from voice_agent.telephony.process import bind_socket
     from voice_agent.telephony.workers import WorkerSlot, run_workers
 
     sock = bind_socket("127.0.0.1", port)  # one socket, no SO_REUSEPORT: the workers inherit it
@@ -209,8 +209,9 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
 def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: int, transcripts: Path | None) -> Any:
     from voice_agent.call_factory import call_factory
     from voice_agent.settings import SettingsError, load_settings, with_overrides
+    from voice_agent.telephony.config import ServerConfig
+    from voice_agent.telephony.process import serve
     from voice_agent.telephony.providers import HangupCredentials
-    from voice_agent.telephony.server import ServerConfig, serve
     from voice_agent.telephony.workers import serve_reporting
 
     fleet = None

@@ -82,8 +82,9 @@ def main() -> None:
     from voice_agent.call_factory import call_factory, call_store
     from voice_agent.scenarios import load_scenario
     from voice_agent.settings import load_settings
+    from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.fleet import fleet_for
-    from voice_agent.telephony.server import ServerConfig, serve
+    from voice_agent.telephony.process import serve
 
     logger.remove()
     logger.add(sys.stderr, level="INFO", format="{time:HH:mm:ss.SSS} {level} {message}")

@@ -8,8 +8,9 @@ from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.balancer import ReadyProxy
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, request_twiml
-from voice_agent.telephony.server import ServerConfig, running_bridge
+from voice_agent.telephony.process import running_bridge
 
 SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
 

@@ -19,7 +19,7 @@ from voice_agent.core.transcript import TranscriptLane
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.telephony.server import running_bridge
+from voice_agent.telephony.process import running_bridge
 
 TODAY = dt.date(2026, 11, 30)
 ACCOUNT = "ACC-4729-18"

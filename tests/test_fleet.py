@@ -14,9 +14,11 @@ from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import open_store
+from voice_agent.telephony.app import VoiceBridge
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import request_twiml
 from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailable
-from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
+from voice_agent.telephony.process import running_bridge
 
 from .fakes.callers import tone_caller
 from .redis_server import redis_server

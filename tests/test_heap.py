@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from voice_agent.telephony.config import ConfigError, ServerConfig
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
-from voice_agent.telephony.server import ConfigError, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,8 @@ import asyncio, gc, os, sys
 from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import load_settings
-from voice_agent.telephony.server import ServerConfig, serve
+from voice_agent.telephony.config import ServerConfig
+from voice_agent.telephony.process import serve
 
 async def main() -> None:
     before = gc.get_threshold()[0]

@@ -80,8 +80,9 @@ async def test_the_served_calls_record_has_each_turns_first_response_and_no_erro
     from voice_agent.audio.stack import AudioStack, caller_voice
     from voice_agent.call_factory import call_factory
     from voice_agent.settings import Settings, with_overrides
+    from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
-    from voice_agent.telephony.server import ServerConfig, running_bridge
+    from voice_agent.telephony.process import running_bridge
 
     lines = ["Hi, is this the billing line?", "Thanks, that is all."]
     config = ServerConfig(port=0, stack=AudioStack.named("fake").with_script(lines), idle_timeout_secs=None,

@@ -15,9 +15,11 @@ from voice_agent.call_factory import build_call, call_factory
 from voice_agent.core.resume import DEFAULT_TOPIC, resume_line, resume_topic
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, StoredCall, StoreError, open_store
+from voice_agent.telephony.call_runner import FRESH_START_LINE
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import Provider, stream_instruction
-from voice_agent.telephony.server import FRESH_START_LINE, ServerConfig, running_bridge
 
 LINES = ["Hi, is this the billing line?", "Here it is: ACC-4729-18.", "Thanks, that's all."]
 SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
@@ -195,8 +197,9 @@ async def test_a_store_that_hangs_does_not_hold_the_agents_answer(tmp_path: Path
 
 def test_a_resume_replaces_a_leg_that_is_still_closing_on_this_worker() -> None:
     """The stream dropped and the provider came straight back before the old leg finished closing."""
+    from voice_agent.telephony.bridge import EndReason
     from voice_agent.telephony.providers import Provider
-    from voice_agent.telephony.server import CallRegistry, EndReason
+    from voice_agent.telephony.registry import CallRegistry
 
     registry = CallRegistry(max_calls=4, token_ttl=30)
     first = registry.reserve(Provider.TWILIO, "CA1")

@@ -19,9 +19,10 @@ from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, open_store
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator, request_twiml
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials
-from voice_agent.telephony.server import ServerConfig, running_bridge
 
 from .redis_server import redis_server
 

@@ -31,9 +31,12 @@ from voice_agent.call_factory import CallFactory, CallParts, call_factory
 from voice_agent.domains.billing import billing_domain
 from voice_agent.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
+from voice_agent.telephony.app import VoiceBridge
+from voice_agent.telephony.config import ConfigError, ServerConfig
 from voice_agent.telephony.emulator import SILENCE, EmulatorConfig, TwilioCallerEmulator, post_webhook
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials
-from voice_agent.telephony.server import CallRecord, ConfigError, ServerConfig, VoiceBridge, running_bridge
+from voice_agent.telephony.registry import CallRecord
 
 LINES = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"]
 DATE = dt.date(2026, 11, 30)

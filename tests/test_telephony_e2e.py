@@ -19,8 +19,9 @@ from voice_agent.audio.stack import AudioStack, agent_ears, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
-from voice_agent.telephony.server import ServerConfig, running_bridge
+from voice_agent.telephony.process import running_bridge
 
 SCENARIO = load_scenario("bridge_smoke")
 LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"]

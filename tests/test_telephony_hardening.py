@@ -44,13 +44,16 @@ from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.scenarios import load_scenario
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
-from voice_agent.telephony import server as server_module
+from voice_agent.telephony import app as app_module
+from voice_agent.telephony.app import VoiceBridge
 from voice_agent.telephony.bridge import EndReason, GuardedSerializer
+from voice_agent.telephony.call_runner import RECORD_THREADS
 from voice_agent.telephony.cli import register_telephony_commands
+from voice_agent.telephony.config import GOODBYE_LINE, ConfigError, ServerConfig
 from voice_agent.telephony.emulator import SILENCE, EmulatorConfig, TwilioCallerEmulator
 from voice_agent.telephony.journal import prune_records
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HandshakeError, HangupCredentials, Provider, make_serializer, parse_start
-from voice_agent.telephony.server import ConfigError, ServerConfig, VoiceBridge, running_bridge
 
 ROOT = Path(__file__).resolve().parents[1]
 LINES = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"]
@@ -375,7 +378,8 @@ from voice_agent.audio.stack import AudioStack
 from voice_agent.call_factory import call_factory
 from voice_agent.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.telephony.server import ServerConfig, serve
+from voice_agent.telephony.config import ServerConfig
+from voice_agent.telephony.process import serve
 
 lines = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"]
 port, records, drain = int(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
@@ -519,7 +523,7 @@ async def test_record_work_is_done_when_its_call_is_cancelled_while_queued_or_en
         done.append(tag)
 
     busy = [asyncio.ensure_future(bridge.run_on_record_threads(slow, f"busy {n}"))
-            for n in range(server_module.RECORD_THREADS)]
+            for n in range(RECORD_THREADS)]
     queued = asyncio.ensure_future(bridge.run_on_record_threads(done.append, "queued"))  # waits for a record thread
     await asyncio.sleep(0.1)
     queued.cancel()  # uvicorn cancelled its call's handler at shutdown
@@ -545,7 +549,7 @@ def test_prune_deletes_only_old_call_records(tmp_path: Path) -> None:
 
 
 async def test_the_server_prunes_at_start_up_and_then_daily(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_module, "PRUNE_INTERVAL_SECS", 0.1)
+    monkeypatch.setattr(app_module, "PRUNE_INTERVAL_SECS", 0.1)
     month_ago = time.time() - 40 * 86400
     first = tmp_path / "call-1-000001.json"
     first.write_text("{}")
@@ -589,7 +593,7 @@ async def test_a_call_left_at_the_drain_limit_hears_a_goodbye_and_is_recorded_dr
                         goodbye_audio += len(audio)
             assert await asyncio.wait_for(draining, 15) == 1
         record = ended(bridge)[0]
-    words = len(server_module.GOODBYE_LINE.split())
+    words = len(GOODBYE_LINE.split())
     assert 0.05 * words <= goodbye_audio / PHONE_RATE < 0.05 * words + 0.2  # the tone TTS: 50 ms a word
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
     assert (record.reason, record.end) == ("server shutdown (drain timeout)", EndReason.DRAINED)
@@ -719,7 +723,7 @@ def test_variables_read_outside_the_settings_are_allowed(monkeypatch: pytest.Mon
 def test_one_address_sending_bare_webhooks_cannot_hold_every_slot_against_another() -> None:
     """Development mode: unsigned webhooks cost nothing, so one address keeps at most its fair share."""
     from voice_agent.telephony.providers import Provider
-    from voice_agent.telephony.server import CallRegistry
+    from voice_agent.telephony.registry import CallRegistry
 
     registry = CallRegistry(max_calls=2, token_ttl=10, grace=3.0)
     flood = [registry.reserve(Provider.TWILIO, f"CAF{i}", address="10.0.0.66") for i in range(2)]

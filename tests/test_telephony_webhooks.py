@@ -30,8 +30,10 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.test_telephony_bridge import LINES, RawCaller, config, emulator, factory, wait_for
 from tests.test_telephony_cli import make_app
+from voice_agent.telephony.app import VoiceBridge
+from voice_agent.telephony.config import ConfigError, ServerConfig
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials, Provider
-from voice_agent.telephony.server import ConfigError, ServerConfig, VoiceBridge, running_bridge
 from voice_agent.telephony.signatures import (
     check_plivo_signature,
     check_telnyx_signature,

@@ -31,10 +31,12 @@ from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import CallFactory, call_factory
 from voice_agent.core.transfer import NOT_TRANSFERRED, TRANSFERRED, TransferError
 from voice_agent.settings import Settings, SettingsError, TransferConfig, with_overrides
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
+from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials, Provider
+from voice_agent.telephony.registry import CallRecord
 from voice_agent.telephony.rest_emulator import TwilioRestEmulator
-from voice_agent.telephony.server import CallRecord, ServerConfig, running_bridge
 from voice_agent.telephony.signatures import compute_plivo_signature
 from voice_agent.telephony.transfer import CALL_HEADER, TRANSFER_LINE, ProviderTransfer, post_card
 

@@ -25,10 +25,12 @@ import pytest
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.call_factory import call_factory
 from voice_agent.settings import Settings, with_overrides
+from voice_agent.telephony.app import VoiceBridge
+from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator, request_twiml
 from voice_agent.telephony.fleet import FleetReservation, FleetUnavailable
 from voice_agent.telephony.local_fleet import LocalFleet
-from voice_agent.telephony.server import ServerConfig, VoiceBridge, running_bridge
+from voice_agent.telephony.process import running_bridge
 
 from .fakes.callers import tone_caller
 from .test_telephony_cli import APP, ROOT, free_port
@@ -426,7 +428,7 @@ def test_workers_need_a_fixed_port() -> None:
 
 def test_a_worker_of_serve_workers_does_not_hand_over_even_on_the_redis_fleet(monkeypatch, tmp_path: Path) -> None:
     import voice_agent.telephony.fleet as fleet_module
-    import voice_agent.telephony.server as server_module
+    import voice_agent.telephony.process as process_module
     from voice_agent.telephony.cli import _serve_worker
     from voice_agent.telephony.fleet import Fleet
     from voice_agent.telephony.workers import WorkerSlot
@@ -439,7 +441,7 @@ def test_a_worker_of_serve_workers_does_not_hand_over_even_on_the_redis_fleet(mo
     redis_fleet = Fleet("redis://127.0.0.1:1/0", "w")  # never dialled: the client connects lazily
     monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "none")
     monkeypatch.setattr(fleet_module, "fleet_for", lambda *_a, **_k: redis_fleet)
-    monkeypatch.setattr(server_module, "serve", fake_serve)
+    monkeypatch.setattr(process_module, "serve", fake_serve)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)

@@ -43,9 +43,10 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.domains.billing import billing_domain
 from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT
 from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.telephony.call_runner import PIPELINE_IN_RATE, PIPELINE_OUT_RATE
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
+from voice_agent.telephony.process import bind_socket
 from voice_agent.telephony.providers import HangupCredentials, Provider, make_serializer, parse_start
-from voice_agent.telephony.server import PIPELINE_IN_RATE, PIPELINE_OUT_RATE, bind_socket
 from voice_agent.telephony.twilio import stream_twiml
 
 _HANDSHAKE_MESSAGES = 4

@@ -117,7 +117,8 @@ def serve_command(
                       gc_young_threshold=gc_young_threshold)
         return
     need("telephony", "voice-agent serve")
-    from voice_agent.telephony.server import ConfigError, ServerConfig, listen
+    from voice_agent.telephony.config import ConfigError, ServerConfig
+    from voice_agent.telephony.process import listen
     from voice_agent.telephony.workers import run_workers
 
     try:
@@ -152,9 +153,10 @@ def _serve_worker(
     from voice_agent.settings import SettingsError, load_settings
     from voice_agent.store.base import StoreError
     from voice_agent.telemetry import install_telemetry
+    from voice_agent.telephony.config import ConfigError, ServerConfig
     from voice_agent.telephony.fleet import fleet_for
+    from voice_agent.telephony.process import serve
     from voice_agent.telephony.providers import HangupCredentials, Provider
-    from voice_agent.telephony.server import ConfigError, ServerConfig, serve
     from voice_agent.telephony.workers import serve_reporting
 
     try:
@@ -399,8 +401,9 @@ async def run_audio_simulation(
 
     need("audio", "the audio simulation (--modality audio)")  # first: the audio extra brings telephony too
     need("telephony", "the audio simulation (--modality audio)")
+    from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
-    from voice_agent.telephony.server import ServerConfig, running_bridge
+    from voice_agent.telephony.process import running_bridge
 
     record = load_scenario(scenario)
     lines = [t.text for t in record.turns if t.speaker == "caller"]

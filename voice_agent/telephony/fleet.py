@@ -1,6 +1,6 @@
 """Many workers, one fleet: stream tokens, the fleet-wide call cap and the call registry in Redis.
 
-Each worker still keeps its own :class:`~voice_agent.telephony.server.CallRegistry` (its calls, its
+Each worker still keeps its own :class:`~voice_agent.telephony.registry.CallRegistry` (its calls, its
 own ``max_calls``); the fleet adds what the workers must agree on:
 
 - ``va:token:<token>``: a webhook's reservation (call id, provider call id, leg), expiring with the
