@@ -82,25 +82,54 @@ _CREDIT = re.compile(
     r"|\b(?:can|could|would) you (?:please )?(?:credit|refund)\b",
 )
 _CALLBACK = re.compile(r"\b(?:call|ring)(?:ing)? (?:me )?back\b|\bcall-?back\b|\bgive me a (?:call|ring)\b")
-_DISPUTE = re.compile(r"\b(?:dispute|contest|challenge)\b")
-# "dispute" used as a verb is a request too, whatever comes before it (ASR turns "want" into "went").
+# The dispute verbs in every inflection ("disputed", "contesting", "challenged").
+_DISPUTE_VERB = r"(?:disput|contest|challeng)(?:e|es|ed|ing)?"
+_DISPUTE = re.compile(rf"\b{_DISPUTE_VERB}\b")
+# "dispute" used as a verb is a request too, whatever comes before it (ASR turns "want" into "went"); so is a
+# wish for the charge to be disputed ("I want it challenged", "that needs contesting") and the caller's own
+# progressive ("I'm disputing the charge").
 _DISPUTE_REQUEST = re.compile(
     _REQUEST + r"|\b(?:open|raise|file|log|start)\b|\bto (?:dispute|contest|challenge)\b"
     r"|\b(?:dispute|contest|challenge) (?:the|this|that|it)\b"
+    r"|\b(?:want|wants|wanted|like|need|needs|'d want)\b.{0,40}\b(?:disputed|contested|challenged"
+    r"|disputing|contesting|challenging)\b"
+    r"|\b(?:i'm|i am|we're|we are)\s+(?:disputing|contesting|challenging)\b"
 )
 _LIST = re.compile(
     r"(?:\b(?:pull|bring|look|call) up\b|\b(?:can|could|would) you\b.{0,20}\b(?:check|list|find|get|see)\b|\blist\b)"
     r".{0,30}\b(?:invoices|bills|statements)\b",
 )
 _GET_INVOICE = re.compile(r"\b(?:open|look at|check|go through|what's on|what is on|details of)\b.{0,25}\binvoice\b")
-_RESOLUTION = re.compile(
-    r"\b(?:what i(?:'d| would) like|what i want|i(?:'d| would) like|i want|i'm hoping|i am hoping|i'm after)\b"
-    r".{0,80}\b(?:credit|credited|refund|refunded|money back|waive|waived|removed|taken off|cancel)",
+# A wish, by class: a want or a preference said with a modal ("I'd sooner", "I'd rather", "I'd be happier"),
+# an adverb of preference ("ideally", "best would be"), "just" softening a request ("can it just stay"), or a
+# terse "..., please"; followed by what should happen to the money or the charge.
+_WISH = (
+    r"(?:what i(?:'d| would) like|what i want|i(?:'d| would) (?:like|love|want|prefer|sooner|rather)"
+    r"|i want|i(?:'m| am) (?:\w+ ){0,2}(?:hoping|after)|i(?:'d| would) be (?:\w+ ){0,2}happ(?:y|ier|iest)"
+    r"|i(?:'d| would) (?:\w+ ){0,2}(?:sooner|rather|prefer)|ideally|best (?:thing|option|bet)? ?(?:would be|is)"
+    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead)"
 )
+_OUTCOME = (
+    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off|take (?:it|that|this) off"
+    r"|knock(?:ed)? (?:it|that|this)? ?off|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
+    r"|(?:on|onto|to|into|against|with) (?:my|the) (?:account|bill))"
+)
+_RESOLUTION = re.compile(rf"\b{_WISH}\b.{{0,80}}\b{_OUTCOME}|\b{_OUTCOME}\b.{{0,60}}\bplease\b")
+# An attempt, by tense and aspect: something the caller (or someone for them) already did about it. The
+# present perfect ("I've been onto the bank", "I've had a go"), the past simple with a subject ("I rang",
+# "my husband phoned", "we went to the shop"), the emphatic past ("I did try"), the past perfect ("I had
+# already emailed"), "already" beside a verb of trying or contacting, and being sent on ("they sent me here").
+_DID = (r"(?:tried|called|rang|rung|phoned|emailed|contacted|spoke|spoken|wrote|written|messaged|went"
+        r"|asked|raised|reported|complained|chatted|sent|returned|took|logged|visited|had a go)")
+_DO = r"(?:try|call|ring|phone|email|contact|speak|write|message|go|ask|raise|report|complain|chat|send|return)"
+_BEEN = r"been (?:through|onto|on to|on|in touch|in contact|to|trying|calling|ringing|phoning|emailing|chatting)"
 _ATTEMPTED = re.compile(
-    r"\b(?:already (?:tried|called|asked|contacted|emailed|been|rang|phoned|spoke|sent)|i(?:'ve| have) tried"
-    r"|tried (?:to|calling|getting|emailing|sorting)|i called (?:last|before|twice)|i(?:'ve| have) (?:already )?"
-    r"(?:called|emailed|written) (?:you|in|twice))",
+    rf"\b(?:i|we|my \w+|our \w+)(?:'ve| have| had|'d)? (?:already |just |also )?(?:{_DID}|{_BEEN})\b"
+    rf"|\b(?:i|we) did (?:already |also )?{_DO}\b"
+    rf"|\balready (?:{_DID}|{_BEEN})\b|\b(?:{_DID}|{_BEEN})\b.{{0,40}}\balready\b"
+    r"|\btried\b|\bi was on the (?:phone|line|chat|live chat|website|app)\b"
+    r"|\b(?:sent|told|asked) me (?:to|over|here|on|back)\b|\bsaid (?:to|i(?:'d| had| should) (?:have to )?)"
+    r"(?:call|ring|phone|contact)\b",
 )
 _REACH = re.compile(r"\b(?:call|ring|reach|contact|phone|available|travelling|traveling|away|busy)\b")
 _PROBLEM = re.compile(
