@@ -28,6 +28,8 @@ from voice_agent.core.dates import (
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.signals import without_quotes
 from voice_agent.core.guards.date_guard import is_affirmation
+from voice_agent.core.spoken_ids import id_shapes, normalize_spoken_ids
+from voice_agent.core.summary_budget import content_words
 from voice_agent.core.transfer import TRANSFERRED
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.policies.pipecat_builtin import SUMMARY_PREFIX, is_pipecat_summary
@@ -39,16 +41,25 @@ _INVOICE = re.compile(r"\bINV[-\s](\d{4})[-\s](\d{4})\b", re.IGNORECASE)
 _ORDER = re.compile(r"\bORD[-\s]([A-Z0-9]{6})\b", re.IGNORECASE)
 
 
+_SHAPES = id_shapes(("ACC-####-##", "INV-####-####", "ORD-XXXXXX"))
+"""How the billing identifiers are spelled out ("o r d 7 k 4 m 2 p", "a c c 33 18 52"): a model reads those as
+the identifiers they are, and so does this brain."""
+
+
+def _written(text: str) -> str:
+    return normalize_spoken_ids(text, _SHAPES) if text else text
+
+
 def _account_ids(text: str) -> list[str]:
-    return [f"ACC-{a}-{b}" for a, b in _ACCOUNT.findall(text)]
+    return [f"ACC-{a}-{b}" for a, b in _ACCOUNT.findall(_written(text))]
 
 
 def _invoice_ids(text: str) -> list[str]:
-    return [f"INV-{a}-{b}" for a, b in _INVOICE.findall(text)]
+    return [f"INV-{a}-{b}" for a, b in _INVOICE.findall(_written(text))]
 
 
 def _order_ids(text: str) -> list[str]:
-    return [f"ORD-{body.upper()}" for body in _ORDER.findall(text)]
+    return [f"ORD-{body.upper()}" for body in _ORDER.findall(_written(text))]
 
 
 _EXTRACTORS: dict[str, Callable[[str], list[str]]] = {
@@ -94,6 +105,12 @@ _DISPUTE_REQUEST = re.compile(
     r"|\b(?:want|wants|wanted|like|need|needs|'d want)\b.{0,40}\b(?:disputed|contested|challenged"
     r"|disputing|contesting|challenging)\b"
     r"|\b(?:i'm|i am|we're|we are)\s+(?:disputing|contesting|challenging)\b"
+)
+# Asking for the problem to be put on record as what it is ("log it as damaged", "I'd want that on record as
+# damaged goods"): a dispute, when the words also name its category.
+_RECORD_AS = re.compile(
+    r"\b(?:log|record|report|flag|mark|register|put)(?:s|ed|ing)? (?:it|that|this|them|one) (?:down )?as\b"
+    r"|\bon record as\b"
 )
 _LIST = re.compile(
     r"(?:\b(?:pull|bring|look|call) up\b|\b(?:can|could|would) you\b.{0,20}\b(?:check|list|find|get|see)\b|\blist\b)"
@@ -221,14 +238,38 @@ def _timing_span(text: str, reference: dt.date) -> str | None:
     return span.rstrip(".!") if span else None
 
 
+_FRAGMENT_WORDS = 4
+"""A sentence this short beside a fact is part of it ("Refund to my card? No, put it on the account.")."""
+_CONTRAST = re.compile(r"\W*(?:not|no|never|rather|instead|anything but)\b")
+"""A sentence beside a wish that says what is not wanted completes it ("Account credit, please. Not the card.")."""
+
+
 def _matching_sentences(text: str, pattern: re.Pattern[str]) -> str:
-    """The caller's sentences that carry ``pattern``, whole and verbatim (the whole text if none does alone).
+    """The caller's words from the first sentence that carries ``pattern`` to the last, verbatim, with a short
+    fragment just before or after the run (the whole text if no sentence does alone).
 
     Whole sentences, not trimmed clauses: what leads into a resolution or an attempt ("the reason I'm ringing
-    is their chat in the app: I tried...") is part of the fact, measured on the paraphrased calls.
+    is their chat in the app: I tried...") is part of the fact, measured on the paraphrased calls; so is a
+    terse fragment that completes it ("Not the card.").
     """
-    hits = [s for s in _sentences(text) if pattern.search(s.lower())]
-    return " ".join(hits) if hits else text.strip()
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S(?:.*?)(?:[.!?](?=\s|$)|$)", text.strip(), re.S)]
+    body = text.strip()
+    hits = [i for i, (a, b) in enumerate(spans) if pattern.search(body[a:b].lower())]
+    if not hits:
+        return body
+    lo, hi = hits[0], hits[-1]
+
+    def fragment(i: int) -> bool:
+        """A short sentence with a content word, or one that says what is not wanted ("Not the card...")."""
+        if not 0 <= i < len(spans):
+            return False
+        said = body[spans[i][0]:spans[i][1]]
+        short = len(said.split()) <= _FRAGMENT_WORDS or bool(_CONTRAST.match(said.lower()))
+        return short and bool(content_words(said))
+
+    lo -= fragment(lo - 1)
+    hi += fragment(hi + 1)
+    return body[spans[lo][0]:spans[hi][1]]
 
 
 def _category(text: str) -> str | None:
@@ -596,7 +637,8 @@ class BillingReferenceBrain:
             (bool(_TRANSFER.search(lowered)), self._transfer),
             (bool(_CREDIT.search(lowered)), self._credit),
             (bool(_CALLBACK.search(lowered)), self._callback),
-            (bool(_DISPUTE.search(lowered) and _DISPUTE_REQUEST.search(lowered)), self._dispute),
+            (bool(_DISPUTE.search(lowered) and _DISPUTE_REQUEST.search(lowered))
+             or bool(_RECORD_AS.search(lowered) and _category(text)), self._dispute),
             (bool(_LIST.search(lowered)), self._list_invoices),
             (bool(_invoice_ids(text) or (_GET_INVOICE.search(lowered) and _months_in(text))), self._get_invoice),
         )
