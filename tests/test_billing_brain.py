@@ -447,3 +447,9 @@ def test_asking_for_it_to_be_logged_as_a_category_opens_a_dispute() -> None:
         == "list_invoices"
     plain = respond(system(), facts("account: ACC-4729-18"), user("Can you put the money back as a credit?"))
     assert not any(c.name in ("open_dispute", "list_invoices") for c in plain.tool_calls)
+
+
+def test_a_dispute_wished_opened_is_a_request_and_a_question_about_one_is_not() -> None:
+    context = (system(), facts("account: ACC-4729-18"))
+    assert any(c.name == "list_invoices" for c in respond(*context, user("I want a dispute raised on it.")).tool_calls)
+    assert not respond(*context, user("Has the dispute been opened yet?")).tool_calls

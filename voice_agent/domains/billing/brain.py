@@ -105,6 +105,7 @@ _DISPUTE_REQUEST = re.compile(
     r"|\b(?:want|wants|wanted|like|need|needs|'d want)\b.{0,40}\b(?:disputed|contested|challenged"
     r"|disputing|contesting|challenging)\b"
     r"|\b(?:i'm|i am|we're|we are)\s+(?:disputing|contesting|challenging)\b"
+    r"|\b(?:dispute|challenge)\b.{0,25}\b(?:opened|raised|started|logged|filed|lodged|put in|set up)\b(?![^?]*\?)"
 )
 # Asking for the problem to be put on record as what it is ("log it as damaged", "I'd want that on record as
 # damaged goods"): a dispute, when the words also name its category.
