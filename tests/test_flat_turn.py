@@ -306,11 +306,15 @@ def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop()
     from voice_agent.core.summary_budget import KEPT_WHOLE, LineStanding, classify_line
     from voice_agent.core.tokens import estimate_message_tokens
 
-    def reference(summary: EpisodeSummary, max_tokens: int, standings: list[list[LineStanding]]) -> tuple[str, int]:
-        """The budget rendered again after each line dropped, lines dropped in the order of their keys."""
+    def reference(summary: EpisodeSummary, max_tokens: int, standings: list[list[LineStanding]],
+                  ceiling: int | None) -> tuple[str, int]:
+        """The budget rendered again after each line dropped, lines dropped in the order of their keys: the
+        caller's lines only past the ceiling."""
         sections = [(title, list(enumerate(lines))) for title, lines in summary.render_sections()]
         order = sorted((standings[s][i].eviction_key(), s, i) for s, (_, lines) in enumerate(sections)
                        for i, _ in lines if standings[s][i].line_class not in KEPT_WHOLE)
+        last = sorted((standings[s][i].eviction_key(), s, i) for s, (_, lines) in enumerate(sections)
+                      for i, _ in lines if standings[s][i].line_class in KEPT_WHOLE)
         dropped = 0
 
         def render() -> str:
@@ -318,12 +322,13 @@ def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop()
                              if lines)
 
         text = render()
-        for _, s, i in order:
-            if estimate_message_tokens(text) <= max_tokens:
-                break
-            sections[s] = (sections[s][0], [(j, line) for j, line in sections[s][1] if j != i])
-            dropped += 1
-            text = render()
+        for limit, candidates in ((max_tokens, order), (ceiling, last)):
+            for _, s, i in candidates if limit is not None else ():
+                if estimate_message_tokens(text) <= limit:
+                    break
+                sections[s] = (sections[s][0], [(j, line) for j, line in sections[s][1] if j != i])
+                dropped += 1
+                text = render()
         return text, dropped
 
     rng = random.Random(3)
@@ -347,7 +352,9 @@ def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop()
                       for x, t in zip(lines, ts, strict=True)]
                      for (title, lines), ts in zip(summary.render_sections(), turns, strict=True)]
         budget = rng.choice((1, 5, 40, 120, 400, 5000))
-        assert _budgeted_summary(summary, budget, standings) == reference(summary, budget, standings)
+        ceiling = rng.choice((None, budget, 2 * budget))
+        assert _budgeted_summary(summary, budget, standings, ceiling) == reference(summary, budget, standings,
+                                                                                   ceiling)
 
 
 def test_the_caller_limits_kept_by_the_policy_follow_the_guard_when_it_reads_another_lane() -> None:

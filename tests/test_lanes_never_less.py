@@ -83,7 +83,8 @@ def test_a_fact_present_under_rolling_is_present_under_lanes(name: str, folder: 
 
 
 def newest_first(
-    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None
+    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None,
+    ceiling: int | None = None,
 ) -> tuple[str, int]:
     """The budget the lane used to have: the oldest line of the longest section leaves first, whatever it is."""
     sections = summary.render_sections()

@@ -36,18 +36,28 @@ class AssemblerConfig:
         hard_constraints: Rules restated close to the end of every context.
         summary_max_tokens: Budget for the summary lane. When over, what nothing refers to goes first, small
             talk before what the agent did; the caller's own statements, requests and rulings never go
-            (:mod:`voice_agent.core.summary_budget`).
+            (:mod:`voice_agent.core.summary_budget`) unless the lane reaches its ceiling.
         max_retrieved: Most knowledge chunks injected (precision over recall).
+        summary_ceiling_tokens: The lane's hard cap, which keeps it bounded however long the call: over it the
+            caller's lines leave too, the ones nothing refers to first. 0: twice ``summary_max_tokens``.
     """
 
     system_prompt: str = "You are a helpful phone support agent."
     hard_constraints: tuple[str, ...] = ()
     summary_max_tokens: int = 400
     max_retrieved: int = 3
+    summary_ceiling_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.summary_max_tokens < 1 or self.max_retrieved < 0:
             raise ValueError("summary_max_tokens must be >= 1 and max_retrieved >= 0")
+        if self.summary_ceiling_tokens and self.summary_ceiling_tokens < self.summary_max_tokens:
+            raise ValueError("summary_ceiling_tokens must be 0 or at least summary_max_tokens")
+
+    @property
+    def summary_ceiling(self) -> int:
+        """The summary lane's hard cap in tokens."""
+        return self.summary_ceiling_tokens or 2 * self.summary_max_tokens
 
 
 @dataclass
@@ -145,14 +155,15 @@ def _ledger_lines(state: CallState) -> list[str]:
 
 
 def _budgeted_summary(
-    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None
+    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None,
+    ceiling: int | None = None,
 ) -> tuple[str, int]:
     """The summary lane's text within the budget, and the lines left out (:mod:`voice_agent.core.summary_budget`).
 
     Looked up on the module at every call, so a test can put a deliberately bad budget in its place and see
     the property test fail.
     """
-    return summary_budget.budgeted_summary(summary, max_tokens, standings)
+    return summary_budget.budgeted_summary(summary, max_tokens, standings, ceiling)
 
 
 def entries_to_messages(
@@ -319,7 +330,7 @@ class ContextAssembler:
             # stays the same until the next pass, so the prompt cache keeps serving it.
             standings = self._standing.standings(state, state.summary, "\n".join(lines))
             summary_text, summary_dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens,
-                                                              standings)
+                                                              standings, self.config.summary_ceiling)
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), block=render_facts(lines, noted),
                                # Knowledge of turns a pass folded went with them.

@@ -203,13 +203,16 @@ def _line_turn(section: str, line: str, callers: Sequence[tuple[int, str]]) -> i
 
 
 def budgeted_summary(
-    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None
+    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None,
+    ceiling: int | None = None,
 ) -> tuple[str, int]:
     """The summary as text within ``max_tokens`` where it can be, and how many lines were left out.
 
-    Lines leave in :meth:`LineStanding.eviction_key` order; lines of :data:`KEPT_WHOLE` classes never do.
-    Without ``standings`` each line is classed by its section and words alone, its turn read from its
-    ``turn N:`` prefix, nothing counted as referring to it. Every kept line keeps its place.
+    Lines leave in :meth:`LineStanding.eviction_key` order; lines of :data:`KEPT_WHOLE` classes do not leave
+    for ``max_tokens``, only for ``ceiling`` (the hard cap that keeps the lane bounded however long the call:
+    then the caller's lines leave too, the ones nothing refers to and least recently used first). Without
+    ``standings`` each line is classed by its section and words alone, its turn read from its ``turn N:``
+    prefix, nothing counted as referring to it. Every kept line keeps its place.
     """
     sections = summary.render_sections()
     if standings is None:
@@ -225,22 +228,25 @@ def budgeted_summary(
     # sections are joined by "\n".
     chars = [len(title) + 1 + sum(len(line) + 3 for line in lines) for title, lines in sections]
     counts = [len(lines) for _, lines in sections]
-    order = sorted(
-        ((standings[s][i].eviction_key(), s, i) for s, (_, lines) in enumerate(sections) for i in range(len(lines))
-         if standings[s][i].line_class not in KEPT_WHOLE),
-    )
+    keys = [((standings[s][i].eviction_key(), s, i), standings[s][i].line_class in KEPT_WHOLE)
+            for s, (_, lines) in enumerate(sections) for i in range(len(lines))]
+    order = sorted(key for key, kept in keys if not kept)
+    last_resort = sorted(key for key, kept in keys if kept)
     left_out: set[tuple[int, int]] = set()
 
     def length() -> int:
         shown = [c for c, n in zip(chars, counts, strict=True) if n]
         return sum(shown) + len(shown) - 1 if shown else 0
 
-    for _, s, i in order:
-        if estimate_message_tokens_of_length(length()) <= max_tokens:
-            break
-        left_out.add((s, i))
-        chars[s] -= len(sections[s][1][i]) + 3
-        counts[s] -= 1
+    for limit, candidates in ((max_tokens, order), (ceiling, last_resort)):
+        if limit is None:
+            continue
+        for _, s, i in candidates:
+            if estimate_message_tokens_of_length(length()) <= limit:
+                break
+            left_out.add((s, i))
+            chars[s] -= len(sections[s][1][i]) + 3
+            counts[s] -= 1
     text = "\n".join(
         f"{title}:\n" + "\n".join(f"- {line}" for i, line in enumerate(lines) if (s, i) not in left_out)
         for s, (title, lines) in enumerate(sections) if counts[s]
