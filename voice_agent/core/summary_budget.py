@@ -69,10 +69,10 @@ def content_words(text: str) -> list[str]:
 
 
 def is_question(text: str) -> bool:
-    """Whether every sentence of ``text`` that carries a content word is a question."""
+    """Whether ``text`` asks something and says nothing else: a question, and no other sentence with content."""
     sentences = [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
-    with_content = [s for s in sentences if content_words(s)]
-    return bool(with_content) and all(s.endswith("?") for s in with_content)
+    asked = [s for s in sentences if s.endswith("?")]
+    return bool(asked) and not any(content_words(s) for s in sentences if not s.endswith("?"))
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,8 @@ class SummaryStanding:
     latest_id: dict[str, int] = field(default_factory=dict)
     callers: list[tuple[int, str]] = field(default_factory=list)
     through: int = 0
+    ruling_turns: dict[str, int] = field(default_factory=dict)
+    """A ruling's words -> the caller turn that said them (looked up once: rulings stay from pass to pass)."""
 
     def catch_up(self, state: CallState) -> None:
         """Reads every completed turn not read yet."""
@@ -179,7 +181,14 @@ class SummaryStanding:
             row = []
             for i, line in enumerate(lines):
                 line_class = classify_line(title, line, known_facts)
-                turn = commitments[i] if title == "Commitments" else _line_turn(title, line, callers)
+                if title == "Commitments":
+                    turn = commitments[i]
+                elif title == "Rejected":
+                    turn = self.ruling_turns.get(line, -1)
+                    if turn < 0:
+                        turn = self.ruling_turns[line] = _line_turn(title, line, callers)
+                else:
+                    turn = _line_turn(title, line, callers)
                 row.append(LineStanding(line_class, turn, self.last_use(state, turn)))
             out.append(row)
         return out
