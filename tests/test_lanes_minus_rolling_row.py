@@ -32,7 +32,7 @@ def test_the_table_prints_the_negative_row() -> None:
     with console.capture() as captured:
         print_comparison(report)
     text = captured.get()
-    assert "lanes - rolling, worst fact at need" in text and "-100.0 pts" in text
+    assert "lanes - rolling, worst fact" in text and "-100.0 pts" in text
     assert "tried -100.0" in text
 
 

@@ -72,9 +72,9 @@ def print_comparison(report: dict[str, Any]) -> None:
     title = (f"{report['scenario']}: {report['runs']} run(s) per policy and side, summarizer: {report['summarizer']}, "
              f"K={report['keep']}, S={report['every']}")
     table = Table(title=title)
-    table.add_column("measure")
+    table.add_column("measure", min_width=32)  # a busy machine's wide latency cells must not fold the fact names
     for side, name in columns:
-        table.add_column(f"{name}\n{side}", justify="right")
+        table.add_column(f"{name}\n{side}", justify="right", overflow="fold")
 
     def row(label: str, cell: Any) -> None:
         table.add_row(label, *[cell(sides[side][name]) for side, name in columns])
@@ -95,9 +95,9 @@ def print_comparison(report: dict[str, Any]) -> None:
             w = p["worst"]
             return "-" if w is None else f"{w['points']:+.1f} pts"
 
-        table.add_row("lanes - rolling, worst fact at need",
+        table.add_row("lanes - rolling, worst fact",
                       *[versus(side, name, worst) for side, name in columns])
-        table.add_row("  rolling had it, lanes not (runs)",
+        table.add_row("  runs rolling had, lanes not",
                       *[versus(side, name, lambda p: str(len(p["lost"]))) for side, name in columns])
     kinds = list(dict.fromkeys(k for side in sides.values() for p in side.values()
                                for k in p.get("actions_correct", {})))
