@@ -328,7 +328,10 @@ class ContextAssembler:
         if not state.summary.is_empty():
             # Once per pass (the prefix is rebuilt): what is still in play is read as of now, and the text then
             # stays the same until the next pass, so the prompt cache keeps serving it.
-            standings = self._standing.standings(state, state.summary, "\n".join(lines))
+            # As of the turn of the last pass (the drop log has it, and so does a call restored from the store):
+            # the same text whenever and wherever the prefix is rebuilt.
+            as_of = state.drop_log.events[-1].turn if state.drop_log.events else state.turn
+            standings = self._standing.standings(state, state.summary, "\n".join(lines), as_of)
             summary_text, summary_dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens,
                                                               standings, self.config.summary_ceiling)
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),

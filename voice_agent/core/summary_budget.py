@@ -144,10 +144,14 @@ class SummaryStanding:
     ruling_turns: dict[str, int] = field(default_factory=dict)
     """A ruling's words -> the caller turn that said them (looked up once: rulings stay from pass to pass)."""
 
-    def catch_up(self, state: CallState) -> None:
-        """Reads every completed turn not read yet."""
-        self.index.catch_up(state)
-        for turn in range(self.through + 1, state.turn):
+    def catch_up(self, state: CallState, as_of: int | None = None) -> None:
+        """Reads every turn before ``as_of`` (default: every completed turn) not read yet, in order.
+
+        Only turns before ``as_of`` are ever read (the word counts are theirs), so what is in play as of a
+        pass is the same whenever it is worked out: in the call itself, or in a call resumed from the store.
+        """
+        as_of = state.turn if as_of is None else min(as_of, state.turn)
+        for turn in range(self.through + 1, as_of):
             anchors = self.index.of(state, turn)
             for word in anchors.referring_words:
                 self.latest_word[word] = turn
@@ -155,26 +159,33 @@ class SummaryStanding:
                 self.latest_id[token] = turn
             self.callers += [(turn, e.text) for e in state.transcript.in_turns(turn, turn)
                              if e.kind is EntryKind.CALLER]
-        self.through = max(self.through, state.turn - 1)
+        self.through = max(self.through, as_of - 1)
 
-    def last_use(self, state: CallState, turn: int) -> int:
-        """The latest completed turn after ``turn`` that refers to it (``turn`` itself when none does)."""
-        if turn <= 0 or turn >= state.turn:
+    def last_use(self, state: CallState, turn: int, as_of: int | None = None) -> int:
+        """The latest turn before ``as_of`` (default: the current turn) after ``turn`` that refers to it
+        (``turn`` itself when none does). Turns at or after ``as_of`` must not have been read
+        (:meth:`catch_up` with the same ``as_of``)."""
+        as_of = state.turn if as_of is None else as_of
+        if turn <= 0 or turn >= as_of:
             return turn
         old = self.index.of(state, turn)
         last = turn
         for token in old.ids:
             last = max(last, self.latest_id.get(token, 0))
         for word in old.words:
-            if self.index.rare(word, state.turn):
+            if self.index.rare(word, as_of):
                 last = max(last, self.latest_word.get(word, 0))
         return last
 
     def standings(
-        self, state: CallState, summary: EpisodeSummary, known_facts: str = ""
+        self, state: CallState, summary: EpisodeSummary, known_facts: str = "", as_of: int | None = None
     ) -> list[list[LineStanding]]:
-        """Each rendered line's standing, section by section, as of the turns completed so far."""
-        self.catch_up(state)
+        """Each rendered line's standing, section by section, as of the turns before ``as_of`` (default: the
+        turns completed so far). Reading goes forward only: a later ``as_of`` than a call before it is fine, an
+        earlier one is read as that call's."""
+        as_of = state.turn if as_of is None else min(as_of, state.turn)
+        as_of = max(as_of, self.through + 1)
+        self.catch_up(state, as_of)
         callers = self.callers
         out: list[list[LineStanding]] = []
         for (title, lines), commitments in zip(summary.render_sections(), _commitment_turns(summary), strict=True):
@@ -189,7 +200,7 @@ class SummaryStanding:
                         turn = self.ruling_turns[line] = _line_turn(title, line, callers)
                 else:
                     turn = _line_turn(title, line, callers)
-                row.append(LineStanding(line_class, turn, self.last_use(state, turn)))
+                row.append(LineStanding(line_class, turn, self.last_use(state, turn, as_of)))
             out.append(row)
         return out
 
