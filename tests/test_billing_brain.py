@@ -426,3 +426,30 @@ def test_follows_the_date_contract_reading_back_then_booking_after_the_yes() -> 
     booked = respond(system(), facts("account: ACC-4729-18 (verified; since turn 1)"), user("Call me on the 4th."),
                      {"role": "assistant", "content": say}, user("yes please"))
     assert only_call(booked) == ("schedule_callback", {"account_id": "ACC-4729-18", "date": "2026-12-04"})
+
+
+def test_a_wish_keeps_the_fragment_that_completes_it_in_the_callers_words() -> None:
+    reply = respond(system(), user("Store credit, please. Not back on the card, it's closed."))
+    notes = [c.arguments for c in reply.tool_calls if c.name == "update_case"]
+    assert notes and notes[0]["requested_resolution"] == "Store credit, please. Not back on the card, it's closed."
+
+
+def test_spelled_out_identifiers_are_read_as_the_identifiers_they_are() -> None:
+    account = respond(system(), user("um the account is a c c 33 18 52 yeah"))
+    assert [(c.name, c.arguments) for c in account.tool_calls] == [("lookup_account", {"account_id": "ACC-3318-52"})]
+    order = respond(system(), user("the order is o r d 7 k 4 m 2 p"))
+    assert [(c.name, c.arguments) for c in order.tool_calls] == [("lookup_order", {"order_id": "ORD-7K4M2P"})]
+
+
+def test_asking_for_it_to_be_logged_as_a_category_opens_a_dispute() -> None:
+    assert only_call(respond(system(), facts("account: ACC-4729-18"), user("The toaster arrived cracked. "
+                                                                             "Log that as damaged, please.")))[0] \
+        == "list_invoices"
+    plain = respond(system(), facts("account: ACC-4729-18"), user("Can you put the money back as a credit?"))
+    assert not any(c.name in ("open_dispute", "list_invoices") for c in plain.tool_calls)
+
+
+def test_a_dispute_wished_opened_is_a_request_and_a_question_about_one_is_not() -> None:
+    context = (system(), facts("account: ACC-4729-18"))
+    assert any(c.name == "list_invoices" for c in respond(*context, user("I want a dispute raised on it.")).tool_calls)
+    assert not respond(*context, user("Has the dispute been opened yet?")).tool_calls

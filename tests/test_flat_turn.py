@@ -303,31 +303,41 @@ def test_spoken_identifiers_found_with_shared_readings_equal_the_word_by_word_se
 def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop() -> None:
     from voice_agent.core.assembler import _budgeted_summary
     from voice_agent.core.summary import Commitment, EpisodeSummary, RejectedItem
+    from voice_agent.core.summary_budget import KEPT_WHOLE, LineStanding, classify_line
     from voice_agent.core.tokens import estimate_message_tokens
 
-    def reference(summary: EpisodeSummary, max_tokens: int) -> tuple[str, int]:
-        """The budget as it was: the whole text rendered again after each line dropped."""
-        sections = summary.render_sections()
+    def reference(summary: EpisodeSummary, max_tokens: int, standings: list[list[LineStanding]],
+                  ceiling: int | None) -> tuple[str, int]:
+        """The budget rendered again after each line dropped, lines dropped in the order of their keys: the
+        caller's lines only past the ceiling."""
+        sections = [(title, list(enumerate(lines))) for title, lines in summary.render_sections()]
+        order = sorted((standings[s][i].eviction_key(), s, i) for s, (_, lines) in enumerate(sections)
+                       for i, _ in lines if standings[s][i].line_class not in KEPT_WHOLE)
+        last = sorted((standings[s][i].eviction_key(), s, i) for s, (_, lines) in enumerate(sections)
+                      for i, _ in lines if standings[s][i].line_class in KEPT_WHOLE)
         dropped = 0
 
         def render() -> str:
-            return "\n".join(f"{t}:\n" + "\n".join(f"- {line}" for line in lines) for t, lines in sections if lines)
+            return "\n".join(f"{t}:\n" + "\n".join(f"- {line}" for _, line in lines) for t, lines in sections
+                             if lines)
 
         text = render()
-        while estimate_message_tokens(text) > max_tokens:
-            candidates = [s for s in sections[:-1] if s[1]] or [s for s in sections if s[1]]
-            if not candidates:
-                break
-            max(candidates, key=lambda s: len(s[1]))[1].pop(0)
-            dropped += 1
-            text = render()
+        for limit, candidates in ((max_tokens, order), (ceiling, last)):
+            for _, s, i in candidates if limit is not None else ():
+                if estimate_message_tokens(text) <= limit:
+                    break
+                sections[s] = (sections[s][0], [(j, line) for j, line in sections[s][1] if j != i])
+                dropped += 1
+                text = render()
         return text, dropped
 
     rng = random.Random(3)
 
     def line() -> str:
-        return " ".join(rng.choice(("the", "caller", "said", "INV-2026-0001", "ruled out", "Tuesday", "é", "\n"))
-                        for _ in range(rng.randrange(0, 30)))
+        words = " ".join(rng.choice(("the", "caller", "said", "INV-2026-0001", "ruled out", "Tuesday", "é", "\n",
+                                     "refund", "website"))
+                         for _ in range(rng.randrange(0, 30)))
+        return rng.choice(("", f"turn {rng.randrange(1, 40)}: caller said: ")) + words + rng.choice(("", "?", "."))
 
     for _ in range(300):
         summary = EpisodeSummary(
@@ -337,8 +347,14 @@ def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop()
             pending=[line() for _ in range(rng.randrange(0, 6))],
             commitments=[Commitment(text=line(), turn=rng.randrange(1, 99)) for _ in range(rng.randrange(0, 6))],
         )
+        turns = [[rng.randrange(0, 40) for _ in lines] for _, lines in summary.render_sections()]
+        standings = [[LineStanding(classify_line(title, x), t, t + rng.choice((0, 0, rng.randrange(1, 20))))
+                      for x, t in zip(lines, ts, strict=True)]
+                     for (title, lines), ts in zip(summary.render_sections(), turns, strict=True)]
         budget = rng.choice((1, 5, 40, 120, 400, 5000))
-        assert _budgeted_summary(summary, budget) == reference(summary, budget)
+        ceiling = rng.choice((None, budget, 2 * budget))
+        assert _budgeted_summary(summary, budget, standings, ceiling) == reference(summary, budget, standings,
+                                                                                   ceiling)
 
 
 def test_the_caller_limits_kept_by_the_policy_follow_the_guard_when_it_reads_another_lane() -> None:

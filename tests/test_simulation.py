@@ -98,6 +98,11 @@ def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
             assert {"key", "stated_turn", "needed_turn", "present_at_need", "captured",
                     "kept_once_captured"} <= set(policy["facts"][0])
     assert report["policies"]["window"]["facts"][0]["present_at_need"] == 0.0
+    # The property's row: lanes minus rolling, run by run, on both sides; never a fact rolling had and lanes lost.
+    assert "lanes - rolling, worst fact" in result.stdout
+    assert set(report["lanes_minus_rolling"]) == {"scripted", "paraphrased"}
+    assert all(side["lost"] == [] and side["worst"]["points"] >= 0 for side in report["lanes_minus_rolling"].values())
+    assert "callback done right" in result.stdout
     assert report["policies"]["lanes"]["facts"][0]["present_at_need"] == 1.0
 
 

@@ -41,18 +41,43 @@ def test_all_five_sections_are_produced_from_ordinary_words() -> None:
         agent(4, "You'll get the reference by email within two days."),
     ])
     assert sections.established == ["turn 1: caller said: I was charged twice for the October bill."]
-    assert [(r.item, r.reason) for r in sections.rejected] == [("Not a Tuesday either", "the school run")]
+    # A ruling keeps the caller's words whole; its reason is the clause that gives it.
+    assert [(r.item, r.reason) for r in sections.rejected] == [
+        ("Not a Tuesday either, that's the school run", "the school run")]
     assert sections.pending == ["turn 3: caller asked: I'd like the late fee removed."]
     assert sections.decided == ["turn 3: agent: I've opened a dispute for that charge."]
     assert [(c.turn, c.text) for c in sections.commitments] == [
         (4, "You'll get the reference by email within two days.")]
 
 
-async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping() -> None:
+async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping_the_agents() -> None:
     summarizer = ExtractiveSummarizer(ExtractiveConfig(max_lines=2, max_words=5))
-    summary = await summarizer.summarize(request([caller(t, f"statement number {t} about the bill here") for t in
+    summary = await summarizer.summarize(request([agent(t, f"I have done step number {t} of the plan here") for t in
                                                   range(1, 5)]))
-    assert summary.established == ["turn 3: caller said: statement ...", "turn 4: caller said: statement ..."]
+    assert summary.decided == ["turn 3: agent: I have ...", "turn 4: agent: I have ..."]
+
+
+async def test_extractive_keeps_a_callers_fact_whole_however_short_or_long() -> None:
+    """Two sentences stay one line, a two-word answer stays, a rambling line is not clipped; the caller's
+    questions leave a full section before their statements do."""
+    summarizer = ExtractiveSummarizer(ExtractiveConfig(max_lines=3, max_words=5))
+    rambling = ("so yeah um what i was going to say is i did have a go at sorting it on the website first "
+                "and it just kept timing out on me so here i am")
+    summary = await summarizer.summarize(request([
+        caller(1, "Store credit. Not the card."),
+        caller(2, "Store credit."),
+        caller(3, rambling),
+        caller(4, "Okay."),
+        caller(5, "How long do refunds take?"),
+        caller(6, "Is there a fee for paper bills?"),
+    ]))
+    lines = summary.render()
+    assert "Store credit. Not the card" in lines
+    assert "turn 2: caller said: Store credit." in lines
+    assert rambling in lines
+    assert "Okay" not in lines
+    assert "How long do refunds take?" not in lines  # the oldest question left first
+    assert "Is there a fee for paper bills?" in lines
 
 
 async def test_the_text_summary_reads_back_into_the_same_sections() -> None:
@@ -60,7 +85,7 @@ async def test_the_text_summary_reads_back_into_the_same_sections() -> None:
     text = await summarizer.summarize_text("", [caller(1, "Not on Friday, because I work late."),
                                                 agent(1, "I'll call you on Monday.")])
     again = parse_text_summary(text)
-    assert [(r.item, r.reason) for r in again.rejected] == [("Not on Friday", "I work late")]
+    assert [(r.item, r.reason) for r in again.rejected] == [("Not on Friday, because I work late", "")]
     assert again.commitments[0].turn == 1 and again.render() == text
 
 
@@ -96,7 +121,7 @@ async def test_a_damaged_value_persists_until_a_later_pass_damages_it_the_same_f
 
 
 def _first_shape(seed: int) -> FaultShape:
-    rng = random.Random(seed)
+    rng = random.Random(f"{seed}:account:0")  # the fault model's stream of the fact "account" at its first pass
     rng.random()
     return rng.choice(list(FaultShape))
 
@@ -142,3 +167,18 @@ async def test_every_pass_is_scrubbed_and_the_substitutions_are_counted_per_entr
     assert state.summary.established == ["orders [the order] and [the order], and [the order] again"]
     assert dict(summary_pass.event.scrubbed) == {"ledger:order": 2, "ledger:order#2": 1}
     assert summary_pass.event.span_attributes()["summary.scrubbed"] == ["ledger:order=2", "ledger:order#2=1"]
+
+
+async def test_each_facts_fate_is_its_own_so_a_fact_leaving_the_summary_changes_no_other_fate() -> None:
+    """Under lanes an identifier leaves the summary for the ledger; the prose fact is dealt the same fates."""
+    tracked = {"account": "ACC-4729-18", "wish": "credit it to my account"}
+    turns = [[caller(1, "It's ACC-4729-18, and please credit it to my account.")],
+             *[[caller(t, f"Some more words about the weather on day {t}.")] for t in range(2, 8)]]
+    for seed in range(20):
+        alone = FaultInjectingSummarizer(0.5, {"wish": tracked["wish"]}, seed)
+        both = FaultInjectingSummarizer(0.5, tracked, seed)
+        text_alone = text_both = ""
+        for batch in turns:
+            text_alone = await alone.summarize_text(text_alone, batch)
+            text_both = await both.summarize_text(text_both, batch)
+            assert alone.carried["wish"] == both.carried["wish"], seed

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_agent.core import summary_budget
 from voice_agent.core.call_state import CallState
 from voice_agent.core.summary import EpisodeSummary
-from voice_agent.core.tokens import estimate_message_tokens, estimate_message_tokens_of_length
+from voice_agent.core.summary_budget import LineStanding, SummaryStanding
+from voice_agent.core.tokens import estimate_message_tokens
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 Message = dict[str, Any]
@@ -32,18 +34,30 @@ class AssemblerConfig:
     Args:
         system_prompt: The agent's instructions (empty: none, the LLM service carries its own).
         hard_constraints: Rules restated close to the end of every context.
-        summary_max_tokens: Budget for the summary lane; the oldest lines go first when over.
+        summary_max_tokens: Budget for the summary lane. When over, what nothing refers to goes first, small
+            talk before what the agent did; the caller's own statements, requests and rulings never go
+            (:mod:`voice_agent.core.summary_budget`) unless the lane reaches its ceiling.
         max_retrieved: Most knowledge chunks injected (precision over recall).
+        summary_ceiling_tokens: The lane's hard cap, which keeps it bounded however long the call: over it the
+            caller's lines leave too, the ones nothing refers to first. 0: twice ``summary_max_tokens``.
     """
 
     system_prompt: str = "You are a helpful phone support agent."
     hard_constraints: tuple[str, ...] = ()
     summary_max_tokens: int = 400
     max_retrieved: int = 3
+    summary_ceiling_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.summary_max_tokens < 1 or self.max_retrieved < 0:
             raise ValueError("summary_max_tokens must be >= 1 and max_retrieved >= 0")
+        if self.summary_ceiling_tokens and self.summary_ceiling_tokens < self.summary_max_tokens:
+            raise ValueError("summary_ceiling_tokens must be 0 or at least summary_max_tokens")
+
+    @property
+    def summary_ceiling(self) -> int:
+        """The summary lane's hard cap in tokens."""
+        return self.summary_ceiling_tokens or 2 * self.summary_max_tokens
 
 
 @dataclass
@@ -140,32 +154,16 @@ def _ledger_lines(state: CallState) -> list[str]:
     return lines
 
 
-def _budgeted_summary(summary: EpisodeSummary, max_tokens: int) -> tuple[str, int]:
-    sections = summary.render_sections()
-    dropped = 0
+def _budgeted_summary(
+    summary: EpisodeSummary, max_tokens: int, standings: Sequence[Sequence[LineStanding]] | None = None,
+    ceiling: int | None = None,
+) -> tuple[str, int]:
+    """The summary lane's text within the budget, and the lines left out (:mod:`voice_agent.core.summary_budget`).
 
-    def render() -> str:
-        return "\n".join(
-            f"{title}:\n" + "\n".join(f"- {line}" for line in lines) for title, lines in sections if lines
-        )
-
-    # The rendered length, kept as lines are dropped, so the text is rendered once rather than once per line
-    # dropped. A section renders as "Title:" and one "\n- line" per line; sections are joined by "\n".
-    chars = [len(title) + 1 + sum(len(line) + 3 for line in lines) for title, lines in sections]
-
-    def length() -> int:
-        shown = [c for c, (_, lines) in zip(chars, sections, strict=True) if lines]
-        return sum(shown) + len(shown) - 1 if shown else 0
-
-    while estimate_message_tokens_of_length(length()) > max_tokens:
-        # Commitments are verbatim promises: drop narrative lines first, oldest first.
-        candidates = [i for i, s in enumerate(sections[:-1]) if s[1]] or [i for i, s in enumerate(sections) if s[1]]
-        if not candidates:
-            break
-        longest = max(candidates, key=lambda i: len(sections[i][1]))
-        chars[longest] -= len(sections[longest][1].pop(0)) + 3
-        dropped += 1
-    return render(), dropped
+    Looked up on the module at every call, so a test can put a deliberately bad budget in its place and see
+    the property test fail.
+    """
+    return summary_budget.budgeted_summary(summary, max_tokens, standings, ceiling)
 
 
 def entries_to_messages(
@@ -232,6 +230,8 @@ class _Stable:
             placed right after it.
         knowledge_turns: The turns that were given knowledge.
         used: The pinned knowledge the agent's reply used (kept for good).
+        summary_text: The summary lane's text within its budget, worked out once per pass (None: no summary).
+        summary_dropped: The summary lines the budget left out.
     """
 
     state: CallState | None = None
@@ -243,6 +243,8 @@ class _Stable:
     knowledge: dict[int, tuple[int, Message]] = field(default_factory=dict)
     knowledge_turns: set[int] = field(default_factory=set)
     used: set[int] = field(default_factory=set)
+    summary_text: str | None = None
+    summary_dropped: int = 0
 
 
 class ContextAssembler:
@@ -261,6 +263,7 @@ class ContextAssembler:
     def __init__(self, config: AssemblerConfig | None = None) -> None:
         self.config = config or AssemblerConfig()
         self._stable = _Stable()
+        self._standing = SummaryStanding()
 
     def build(
         self, state: CallState, retrieved: Sequence[str] = (), extra_facts: Sequence[str] = ()
@@ -281,11 +284,10 @@ class ContextAssembler:
         tokens = {"system": sum(_message_tokens(m) for m in messages)}
         facts = stable.block
         prefix_facts = [{"role": LANE_ROLE, "content": facts}] if facts else []
-        dropped = 0
+        dropped = stable.summary_dropped
         summary: list[Message] = []
-        if not state.summary.is_empty():
-            text, dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens)
-            summary = [{"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + text}]
+        if stable.summary_text is not None:
+            summary = [{"role": LANE_ROLE, "content": "SUMMARY of earlier turns:\n" + stable.summary_text}]
         callers = _caller_indices(raw)
         knowledge = {i: m for i, (_, m) in stable.knowledge.items() if i in callers}
         recent = entries_to_messages(raw, knowledge)
@@ -320,13 +322,26 @@ class ContextAssembler:
             return stable
         same_call = stable.state is state
         callers = _caller_indices(raw)
+        if not same_call:
+            self._standing = SummaryStanding()
+        summary_text, summary_dropped = None, 0
+        if not state.summary.is_empty():
+            # Once per pass (the prefix is rebuilt): what is still in play is read as of now, and the text then
+            # stays the same until the next pass, so the prompt cache keeps serving it.
+            # As of the turn of the last pass (the drop log has it, and so does a call restored from the store):
+            # the same text whenever and wherever the prefix is rebuilt.
+            as_of = state.drop_log.events[-1].turn if state.drop_log.events else state.turn
+            standings = self._standing.standings(state, state.summary, "\n".join(lines), as_of)
+            summary_text, summary_dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens,
+                                                              standings, self.config.summary_ceiling)
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), block=render_facts(lines, noted),
                                # Knowledge of turns a pass folded went with them.
                                knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
                                if same_call else {},
                                knowledge_turns=stable.knowledge_turns if same_call else set(),
-                               used=stable.used if same_call else set())
+                               used=stable.used if same_call else set(),
+                               summary_text=summary_text, summary_dropped=summary_dropped)
         return self._stable
 
     def _keep_knowledge(

@@ -53,7 +53,9 @@ class EpisodeSummary(BaseModel):
         """The summary as (section, lines) pairs, oldest line first within each section."""
         return [
             ("Established", list(self.established)),
-            ("Rejected", [f"{r.item} (because {r.reason})" for r in self.rejected]),
+            # A ruling kept whole already says why: the reason is not said twice.
+            ("Rejected", [f"{r.item} (because {r.reason})" if r.reason and r.reason not in r.item else r.item
+                          for r in self.rejected]),
             ("Decided", list(self.decided)),
             ("Pending", list(self.pending)),
             ("Commitments", [f'turn {c.turn}: "{c.text}"' for c in self.commitments]),

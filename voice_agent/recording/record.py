@@ -174,6 +174,8 @@ class CallRecorder:
         self._passes_seen = 0
         self._llm_failures_seen = 0
         self._early_errors: list[tuple[int, str]] = []
+        self.done: list[tuple[str, dict[str, Any]]] = []
+        """Every tool call that ran and did what it was asked (no refusal, error or question back), in order."""
 
     @property
     def current(self) -> TurnRecord | None:
@@ -261,6 +263,10 @@ class CallRecorder:
                     record.unledgered.append({"tool": name, "argument": param.name})
         if not refused:
             self._tool_values.update(canonical(v) for v in _leaves(result))
+            failed = not isinstance(result, Mapping) or "error" in result or result.get("status") in (
+                "rejected", "error", "confirm")
+            if not failed:
+                self.done.append((name, dict(arguments)))
 
     def error(self, message: str, turn: int | None = None) -> None:
         """The pipeline reported an error, in ``turn`` (None: the turn whose record is open).

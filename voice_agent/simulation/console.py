@@ -72,9 +72,9 @@ def print_comparison(report: dict[str, Any]) -> None:
     title = (f"{report['scenario']}: {report['runs']} run(s) per policy and side, summarizer: {report['summarizer']}, "
              f"K={report['keep']}, S={report['every']}")
     table = Table(title=title)
-    table.add_column("measure")
+    table.add_column("measure", min_width=32)  # a busy machine's wide latency cells must not fold the fact names
     for side, name in columns:
-        table.add_column(f"{name}\n{side}", justify="right")
+        table.add_column(f"{name}\n{side}", justify="right", overflow="fold")
 
     def row(label: str, cell: Any) -> None:
         table.add_row(label, *[cell(sides[side][name]) for side, name in columns])
@@ -85,6 +85,24 @@ def print_comparison(report: dict[str, Any]) -> None:
             lambda p, i=i: _pct(p["facts"][i]["present_at_need"]))
         row("  captured (in KNOWN FACTS or summary)", lambda p, i=i: _pct(p["facts"][i]["captured"]))
         row("  kept once captured", lambda p, i=i: _pct(p["facts"][i]["kept_once_captured"]))
+    paired = report.get("lanes_minus_rolling") or {}
+    if paired:
+        def versus(side: str, name: str, cell: Any) -> str:
+            found = paired.get(side)
+            return cell(found) if found and name == "lanes" else ""
+
+        def worst(p: dict[str, Any]) -> str:
+            w = p["worst"]
+            return "-" if w is None else f"{w['points']:+.1f} pts"
+
+        table.add_row("lanes - rolling, worst fact",
+                      *[versus(side, name, worst) for side, name in columns])
+        table.add_row("  runs rolling had, lanes not",
+                      *[versus(side, name, lambda p: str(len(p["lost"]))) for side, name in columns])
+    kinds = list(dict.fromkeys(k for side in sides.values() for p in side.values()
+                               for k in p.get("actions_correct", {})))
+    for kind in kinds:
+        row(f"{kind} done right", lambda p, kind=kind: _pct(p.get("actions_correct", {}).get(kind)))
     row("re-asks per call", lambda p: f"{p['reasks_per_call']:.2f}")
     row("ruled-out options offered again", lambda p: str(p["rejected_offers"]))
     row("tokens per request (mean)", lambda p: f"{p['tokens_per_request']:.0f}")
@@ -109,6 +127,9 @@ def print_comparison(report: dict[str, Any]) -> None:
     row("first-response latency p50 / p95",
         lambda p: f"{p['latency_ms']['p50'] or 0:.1f} / {p['latency_ms']['p95'] or 0:.1f} ms")
     console.print(table)
+    for side, found in paired.items():
+        points = ", ".join(f"{key} {value:+.1f}" for key, value in found["by_fact"].items())
+        console.print(f"lanes - rolling at need, {side}, same runs and seeds (pts): {points}")
     if report.get("variants"):
         folder = f"config/scenarios/paraphrases/{report.get('paraphrase_set', '')}"
         console.print(f"paraphrased: {', '.join(report['variants'])} ({folder}), run r plays variant r mod 3")

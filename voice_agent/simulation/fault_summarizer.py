@@ -9,6 +9,12 @@ damages it again; a caller restating the fact brings the true value back. The sa
 model, with the same state, serves the structured summary of ``lanes`` and the free
 text of ``rolling``: what differs between policies is what the call keeps outside
 the summary, never how the summary is damaged.
+
+The fate of a fact at a pass depends only on the seed, the fact and how many passes it has
+reached before (its own random stream), not on the other facts: under ``lanes`` an identifier
+leaves the summary for the ledger (it stops reaching passes), and a shared stream would then deal
+the prose facts other fates than under ``rolling``. With one stream per fact, the same seed damages
+each fact the same way under every policy, so a policy is compared with another on the same luck.
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ class FaultInjectingSummarizer:
         self.retention = retention
         self.capture = capture
         self.tracked = {k: v for k, v in tracked.items() if v}
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.passes: dict[str, int] = {}
+        """Fact key -> passes it has reached so far (its stream's position)."""
         self.base: PolicySummarizer = base or ExtractiveSummarizer(ROOMY)
         self.carried: dict[str, str | None] = {}
         """Fact key -> the form the summary carries now (None: dropped)."""
@@ -72,12 +80,18 @@ class FaultInjectingSummarizer:
             assert current is not None
             first = key not in self.carried  # the first pass this fact reaches: capture
             chance = self.capture if first and self.capture is not None else self.retention
-            kept, shape = carry(current, key, chance, self.rng)
+            n = self.passes.get(key, 0)
+            self.passes[key] = n + 1
+            kept, shape = carry(current, key, chance, self._stream(key, n))
             if shape is not None:
                 self.faults.append((key, shape))
             self.carried[key] = kept
             fates.append((value, before, kept))
         return fates
+
+    def _stream(self, key: str, n: int) -> random.Random:
+        """The random stream of ``key``'s ``n``-th pass: a function of the seed, the fact and ``n`` alone."""
+        return random.Random(f"{self.seed}:{key}:{n}")  # str seeds hash with SHA-512: the same in every process
 
     @staticmethod
     def _rewrite(fates: Sequence[tuple[str, str | None, str | None]]) -> Callable[[str], str]:

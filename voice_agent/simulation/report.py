@@ -3,13 +3,49 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.retrieval.speculative import SEARCH_BUDGET_PER_TURN
 from voice_agent.stats import percentile
+
+ACTION_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dispute": ("open_dispute", ("invoice_id", "order_id", "category")),
+    "credit": ("issue_credit", ("invoice_id", "order_id", "amount")),
+    "callback": ("schedule_callback", ("date",)),
+}
+"""What an action must get right to count: (tool, the arguments compared), per kind of action the caller wants
+done. The right dispute (invoice, order, category), the right credit (invoice, order, amount; in order), the
+callback booked on the right day. Identifiers the policy must keep are compared as the script has them."""
+
+
+def _action_list(
+    calls: Sequence[tuple[str, Mapping[str, Any]]], tool: str, keys: Sequence[str]
+) -> list[tuple[str, ...]]:
+    def norm(value: Any) -> str:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{float(value):.2f}"
+        return "" if value is None else str(value).strip().upper()
+
+    return [tuple(norm(args.get(k)) for k in keys) for name, args in calls if name == tool]
+
+
+def actions_correct(
+    expected: Sequence[tuple[str, Mapping[str, Any]]], done: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, bool]:
+    """Per kind of action the script expects (:data:`ACTION_KEYS`): whether the call did exactly those, in order.
+
+    A kind the script does not expect is not scored; one done twice, or with another invoice, order, amount,
+    category or day, is wrong.
+    """
+    out = {}
+    for kind, (tool, keys) in ACTION_KEYS.items():
+        want = _action_list(expected, tool, keys)
+        if want:
+            out[kind] = _action_list(done, tool, keys) == want
+    return out
 
 
 @dataclass(frozen=True)
@@ -66,6 +102,8 @@ class RunOutcome:
         errors: Every error the pipeline reported.
         summaries_applied: Under ``pipecat``: summaries pipecat applied to the context (a pass whose result
             came too late for it is dropped by pipecat and not counted).
+        run: The run's number (its seed is the plan's first seed plus it): runs of two policies pair on it.
+        actions: Kind of action (:data:`ACTION_KEYS`) -> the call did it right.
     """
 
     present_at_need: dict[str, bool] = field(default_factory=dict)
@@ -85,10 +123,15 @@ class RunOutcome:
     failure: str | None = None
     errors: list[str] = field(default_factory=list)
     summaries_applied: int = 0
+    run: int = -1
+    actions: dict[str, bool] = field(default_factory=dict)
 
 
-def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: str | None = None) -> RunOutcome:
-    """Reduces a recorded call to its :class:`RunOutcome`."""
+def outcome_of(
+    recorder: CallRecorder, facts: Sequence[TrackedFact], failure: str | None = None,
+    expected_actions: Sequence[tuple[str, Mapping[str, Any]]] = (), run: int = -1,
+) -> RunOutcome:
+    """Reduces a recorded call to its :class:`RunOutcome` (``expected_actions``: the script's tool calls)."""
     records = recorder.turns
     turns = {r.turn: r for r in records}
     present, captured = {}, {}
@@ -120,6 +163,8 @@ def outcome_of(recorder: CallRecorder, facts: Sequence[TrackedFact], failure: st
         retrieval=[{"turn": r.turn, **r.retrieval} for r in records if r.retrieval],
         failure=failure or (recorder.errors[0] if recorder.errors else None),
         errors=list(recorder.errors),
+        run=run,
+        actions=actions_correct(expected_actions, recorder.done),
     )
 
 
@@ -145,6 +190,8 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
                                    if captured else None),
         })
     tokens = [t for o in outcomes for t in o.tokens]
+    kinds = dict.fromkeys(k for o in outcomes for k in o.actions)
+    actions = {k: sum(o.actions.get(k, False) for o in outcomes) / runs for k in kinds} if runs else {}
     latencies = [t for o in outcomes for t in o.latencies_ms]
     offered = sum(o.facts_offered for o in outcomes)
     reasks = sum(o.reasks for o in outcomes)
@@ -167,7 +214,35 @@ def policy_report(policy: str, outcomes: Sequence[RunOutcome], facts: Sequence[T
         "measured_retention": sum(o.facts_kept for o in outcomes) / offered if offered else None,
         "drop_log": [{"run": run, **event} for run, o in enumerate(outcomes) for event in o.drop_log],
         "retrieval": _retrieval_summary(outcomes),
+        "actions_correct": actions,
+        "present_by_run": {o.run: sorted(k for k, v in o.present_at_need.items() if v) for o in outcomes},
     }
+
+
+def lanes_minus_rolling(
+    lanes: Mapping[str, Any], rolling: Mapping[str, Any], facts: Sequence[TrackedFact]
+) -> dict[str, Any]:
+    """Two policies' reports of the same runs (same scripts, seeds and fault model), compared run by run.
+
+    ``by_fact``: presence at need under lanes minus under rolling, in points; ``worst``: the lowest of those;
+    ``lost``: (run, fact) pairs present under rolling and missing under lanes in the same run (the property
+    says 0); ``gained``: the other way round.
+    """
+    keys = [f.key for f in facts if f.needed_turn is not None]
+    by_fact = {}
+    for key in keys:
+        row = {"lanes": next((x["present_at_need"] for x in lanes["facts"] if x["key"] == key), 0.0),
+               "rolling": next((x["present_at_need"] for x in rolling["facts"] if x["key"] == key), 0.0)}
+        by_fact[key] = round(100 * (row["lanes"] - row["rolling"]), 1)
+    lost, gained = [], 0
+    l_runs, r_runs = lanes["present_by_run"], rolling["present_by_run"]
+    for run in sorted(set(l_runs) & set(r_runs), key=int):
+        on_lanes, on_rolling = set(l_runs[run]), set(r_runs[run])
+        lost += [{"run": int(run), "fact": key} for key in sorted(on_rolling - on_lanes)]
+        gained += len(on_lanes - on_rolling)
+    worst = min(by_fact.items(), key=lambda kv: kv[1]) if by_fact else None
+    return {"by_fact": by_fact, "worst": {"fact": worst[0], "points": worst[1]} if worst else None,
+            "lost": lost, "gained": gained}
 
 
 def _retrieval_summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any] | None:

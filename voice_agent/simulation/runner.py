@@ -31,7 +31,7 @@ from voice_agent.scenarios import Scenario
 from voice_agent.services.fake_llm import FakeLLM, script_from_record
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
-from voice_agent.simulation.report import RunOutcome, TrackedFact, outcome_of, policy_report
+from voice_agent.simulation.report import RunOutcome, TrackedFact, lanes_minus_rolling, outcome_of, policy_report
 from voice_agent.simulation.text_call import CallerLine, CallFailed, TurnTimeout, run_text_call
 
 CHUNK = 25
@@ -198,7 +198,8 @@ async def run_once(
         applied = len(call.summaries_applied)
     except (CallFailed, TurnTimeout) as exc:
         failure = str(exc)
-    outcome = outcome_of(recorder, facts, failure)
+    expected = [(a.tool, a.args) for a in script.actions]
+    outcome = outcome_of(recorder, facts, failure, expected, run)
     outcome.summaries_applied = applied
     return outcome
 
@@ -267,4 +268,9 @@ def run_plan(
         report["sides"][side][policy.value] = policy_report(policy.value, done, facts)
         report["failed_runs"] += sum(1 for o in done if o.failure)
     report["policies"] = report["sides"][SCRIPTED]
+    lanes, rolling = PolicyName.LANES.value, PolicyName.ROLLING.value
+    report["lanes_minus_rolling"] = {
+        side: lanes_minus_rolling(by_policy[lanes], by_policy[rolling], plan.facts)
+        for side, by_policy in report["sides"].items() if lanes in by_policy and rolling in by_policy
+    }
     return report

@@ -2,23 +2,28 @@
 
 It runs no model and knows nothing of any scenario. Each pass sorts the turns that
 left the window into the five sections (:mod:`voice_agent.summarizers.sections`),
-appends them to the previous summary and keeps the newest ``max_lines`` lines of each
-section, each clipped to ``max_words`` words. What it loses, it loses for a reason a
-reader can predict (old lines fall off, long lines are clipped), never at random and
-never on purpose. Identifier values are turned into ledger roles by the lanes policy
-after every pass (:func:`voice_agent.core.role_scrub.scrub_summary`), as for any summarizer.
+appends them to the previous summary and keeps ``max_lines`` lines of each section: when
+a section is over, the caller's questions go first (small talk the call answered), then
+the oldest lines. The agent's lines are clipped to ``max_words`` words; the caller's are
+kept whole, however long (a fact cut off mid-sentence is a fact lost). What it loses, it
+loses for a reason a reader can predict, never at random and never on purpose.
+Identifier values are turned into ledger roles by the lanes policy after every pass
+(:func:`voice_agent.core.role_scrub.scrub_summary`), as for any summarizer.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from voice_agent.core.summary import Commitment, EpisodeSummary, RejectedItem, SummaryRequest
+from voice_agent.core.summary_budget import is_question
 from voice_agent.core.transcript import TranscriptEntry
 from voice_agent.summarizers.sections import classify
 
 SECTION_TITLES = ("Established", "Rejected", "Decided", "Pending", "Commitments")
+_CALLER_LINE = re.compile(r"^turn \d+: caller (?:said|asked): ")
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,8 @@ class ExtractiveConfig:
     """Limits of the extractive summarizer.
 
     Attributes:
-        max_lines: Newest lines kept per section.
-        max_words: Words kept per line.
+        max_lines: Lines kept per section (the caller's questions leave first, then the oldest lines).
+        max_words: Words kept per agent line (the caller's lines are kept whole).
     """
 
     max_lines: int = 12
@@ -36,6 +41,12 @@ class ExtractiveConfig:
     def __post_init__(self) -> None:
         if self.max_lines < 1 or self.max_words < 1:
             raise ValueError("max_lines and max_words must be at least 1")
+
+
+def _caller_question(line: str) -> bool:
+    """Whether ``line`` holds a caller's words that only ask something."""
+    match = _CALLER_LINE.match(line)
+    return match is not None and is_question(line[match.end():])
 
 
 class ExtractiveSummarizer:
@@ -50,12 +61,20 @@ class ExtractiveSummarizer:
 
     def _clip(self, text: str) -> str:
         words = text.split()
-        if len(words) <= self.config.max_words:
+        if len(words) <= self.config.max_words or _CALLER_LINE.match(text):
             return text
         return " ".join(words[: self.config.max_words]) + " ..."
 
-    def _newest(self, lines: Sequence[str]) -> list[str]:
-        return [self._clip(line) for line in lines[-self.config.max_lines :]]  # only the lines kept are clipped
+    def _kept(self, lines: Sequence[str]) -> list[str]:
+        """``max_lines`` of ``lines`` in order: the caller's questions leave first, then the oldest lines."""
+        over = len(lines) - self.config.max_lines
+        if over <= 0:
+            return [self._clip(line) for line in lines]
+        questions = [i for i, line in enumerate(lines) if _caller_question(line)]
+        gone = set(questions[:over])
+        rest = [i for i in range(len(lines)) if i not in gone]
+        rest = rest[len(rest) - self.config.max_lines:]
+        return [self._clip(lines[i]) for i in rest]  # only the lines kept are clipped
 
     async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
         """Structured pass: previous summary plus the sections of the turns that left the window."""
@@ -63,10 +82,10 @@ class ExtractiveSummarizer:
         rejected = [*previous.rejected, *new.rejected][-self.config.max_lines :]
         commitments = [*previous.commitments, *new.commitments][-self.config.max_lines :]
         return EpisodeSummary(
-            established=self._newest([*previous.established, *new.established]),
-            rejected=[RejectedItem(item=self._clip(r.item), reason=self._clip(r.reason)) for r in rejected],
-            decided=self._newest([*previous.decided, *new.decided]),
-            pending=self._newest([*previous.pending, *new.pending]),
+            established=self._kept([*previous.established, *new.established]),
+            rejected=rejected,  # the caller's rulings, kept whole
+            decided=self._kept([*previous.decided, *new.decided]),
+            pending=self._kept([*previous.pending, *new.pending]),
             commitments=[Commitment(text=self._clip(c.text), turn=c.turn) for c in commitments],
         )
 
@@ -96,7 +115,7 @@ def parse_text_summary(text: str) -> EpisodeSummary:
     for line in sections["Rejected"]:
         item, sep, reason = line.rpartition(" (because ")
         rejected.append(RejectedItem(item=item, reason=reason.rstrip(")")) if sep else
-                        RejectedItem(item=line, reason="the caller ruled it out"))
+                        RejectedItem(item=line, reason=""))  # a ruling kept whole says why itself
     commitments = []
     for line in sections["Commitments"]:
         head, sep, quoted = line.partition(': "')

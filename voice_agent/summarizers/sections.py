@@ -6,6 +6,11 @@ saying it has done something is *decided*, the agent promising something is a
 *commitment* (verbatim, with its turn), a caller request not yet acted on is
 *pending*, and every other caller statement with content is *established*. It knows
 nothing of any scenario: the cues are ordinary English function words.
+
+A caller's turn is one line, whole: a fact said over two sentences ("Account credit,
+please. Not the card.") is not cut in two, and a short answer that carries a content
+word ("Account credit.") is kept; the line goes to the section of its strongest
+sentence (a ruling, then a request, then a statement).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 
 from voice_agent.core.casefree import CaseFree
 from voice_agent.core.summary import Commitment, RejectedItem
+from voice_agent.core.summary_budget import content_words
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 
 _NEGATION = CaseFree(
@@ -28,7 +34,8 @@ _REQUEST = CaseFree(
 _DONE = CaseFree(r"\b(?:i've|i have|we've|we have|has been|have been|is now|are now|done)\b")
 _PROMISE = CaseFree(r"\b(?:i'll|i will|we'll|we will|you'll|you will|someone will|expect)\b")
 _SMALL_TALK_WORDS = 4
-"""Caller lines this short ("Okay.", "Thanks, bye") carry no fact worth a summary line, unless they hold a number."""
+"""Caller lines this short ("Okay.", "Thanks, bye") carry no fact worth a summary line, unless they hold a number
+or a content word ("Account credit.")."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -49,6 +56,27 @@ def _rejected(sentence: str) -> RejectedItem | None:
         if item and why:
             return RejectedItem(item=item, reason=why)
     return RejectedItem(item=sentence.strip(" ."), reason="the caller ruled it out")
+
+
+def _caller_line(turn: int, text: str) -> tuple[str, str | RejectedItem] | None:
+    """One caller turn as (section, line), whole and verbatim; None for a line with no fact in it.
+
+    A ruling keeps the caller's words whole as its item; its reason is the clause that gives it, which the
+    item then already holds (the summary renders it once).
+    """
+    whole = " ".join(text.split())
+    said = sentences(whole)
+    if not said:
+        return None
+    for sentence in said:
+        rejected = _rejected(sentence)
+        if rejected is not None:
+            return "rejected", RejectedItem(item=whole.strip(" ."), reason=rejected.reason)
+    if any(_REQUEST.found(sentence) for sentence in said):
+        return "pending", f"turn {turn}: caller asked: {whole}"
+    if len(whole.split()) > _SMALL_TALK_WORDS or any(c.isdigit() for c in whole) or content_words(whole):
+        return "established", f"turn {turn}: caller said: {whole}"
+    return None
 
 
 @dataclass
@@ -74,14 +102,14 @@ def classify(entries: Sequence[TranscriptEntry]) -> Sections:
     out = Sections()
     for entry in entries:
         if entry.kind is EntryKind.CALLER:
-            for sentence in sentences(entry.text):
-                rejected = _rejected(sentence)
-                if rejected is not None:
-                    out.rejected.append(rejected)
-                elif _REQUEST.found(sentence):
-                    out.pending.append(f"turn {entry.turn}: caller asked: {sentence}")
-                elif len(sentence.split()) > _SMALL_TALK_WORDS or any(c.isdigit() for c in sentence):
-                    out.established.append(f"turn {entry.turn}: caller said: {sentence}")
+            found = _caller_line(entry.turn, entry.text)
+            if found is None:
+                continue
+            section, line = found
+            if isinstance(line, RejectedItem):
+                out.rejected.append(line)
+            else:
+                (out.pending if section == "pending" else out.established).append(line)
         elif entry.kind is EntryKind.AGENT and entry.text:
             for sentence in sentences(entry.text):
                 if _PROMISE.found(sentence):

@@ -39,6 +39,11 @@ _AFFIRM_START = re.compile(
 _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
     r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
+    # A verb of suiting or going ahead ("that suits me", "go for it"), and a bare approving word as the whole
+    # reply ("Good.", "Very good.", "Marvellous."): the refusal words below still veto them.
+    r"|\bsuits?\s(?:me|us)\b|\bgo\sfor\sit\b"
+    r"|^\W*(?:(?:very|really|all|jolly)\s)?(?:good|marvellous|wonderful|smashing|super|splendid|ideal|terrific"
+    r"|fab|fabulous|fantastic|magic|cracking|lush)\b(?:\W+(?:yes|yeah|yep|thanks|thank\syou|then|please))*\W*$"
 )
 _REFUSE = re.compile(r"\b(?:no|nope|not|n't|never|actually|instead|rather)\b|n't\b")
 

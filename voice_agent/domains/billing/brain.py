@@ -28,6 +28,8 @@ from voice_agent.core.dates import (
 from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.signals import without_quotes
 from voice_agent.core.guards.date_guard import is_affirmation
+from voice_agent.core.spoken_ids import id_shapes, normalize_spoken_ids
+from voice_agent.core.summary_budget import content_words
 from voice_agent.core.transfer import TRANSFERRED
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 from voice_agent.policies.pipecat_builtin import SUMMARY_PREFIX, is_pipecat_summary
@@ -39,16 +41,25 @@ _INVOICE = re.compile(r"\bINV[-\s](\d{4})[-\s](\d{4})\b", re.IGNORECASE)
 _ORDER = re.compile(r"\bORD[-\s]([A-Z0-9]{6})\b", re.IGNORECASE)
 
 
+_SHAPES = id_shapes(("ACC-####-##", "INV-####-####", "ORD-XXXXXX"))
+"""How the billing identifiers are spelled out ("o r d 7 k 4 m 2 p", "a c c 33 18 52"): a model reads those as
+the identifiers they are, and so does this brain."""
+
+
+def _written(text: str) -> str:
+    return normalize_spoken_ids(text, _SHAPES) if text else text
+
+
 def _account_ids(text: str) -> list[str]:
-    return [f"ACC-{a}-{b}" for a, b in _ACCOUNT.findall(text)]
+    return [f"ACC-{a}-{b}" for a, b in _ACCOUNT.findall(_written(text))]
 
 
 def _invoice_ids(text: str) -> list[str]:
-    return [f"INV-{a}-{b}" for a, b in _INVOICE.findall(text)]
+    return [f"INV-{a}-{b}" for a, b in _INVOICE.findall(_written(text))]
 
 
 def _order_ids(text: str) -> list[str]:
-    return [f"ORD-{body.upper()}" for body in _ORDER.findall(text)]
+    return [f"ORD-{body.upper()}" for body in _ORDER.findall(_written(text))]
 
 
 _EXTRACTORS: dict[str, Callable[[str], list[str]]] = {
@@ -82,25 +93,61 @@ _CREDIT = re.compile(
     r"|\b(?:can|could|would) you (?:please )?(?:credit|refund)\b",
 )
 _CALLBACK = re.compile(r"\b(?:call|ring)(?:ing)? (?:me )?back\b|\bcall-?back\b|\bgive me a (?:call|ring)\b")
-_DISPUTE = re.compile(r"\b(?:dispute|contest|challenge)\b")
-# "dispute" used as a verb is a request too, whatever comes before it (ASR turns "want" into "went").
+# The dispute verbs in every inflection ("disputed", "contesting", "challenged").
+_DISPUTE_VERB = r"(?:disput|contest|challeng)(?:e|es|ed|ing)?"
+_DISPUTE = re.compile(rf"\b{_DISPUTE_VERB}\b")
+# "dispute" used as a verb is a request too, whatever comes before it (ASR turns "want" into "went"); so is a
+# wish for the charge to be disputed ("I want it challenged", "that needs contesting") and the caller's own
+# progressive ("I'm disputing the charge").
 _DISPUTE_REQUEST = re.compile(
     _REQUEST + r"|\b(?:open|raise|file|log|start)\b|\bto (?:dispute|contest|challenge)\b"
     r"|\b(?:dispute|contest|challenge) (?:the|this|that|it)\b"
+    r"|\b(?:want|wants|wanted|like|need|needs|'d want)\b.{0,40}\b(?:disputed|contested|challenged"
+    r"|disputing|contesting|challenging)\b"
+    r"|\b(?:i'm|i am|we're|we are)\s+(?:disputing|contesting|challenging)\b"
+    r"|\b(?:dispute|challenge)\b.{0,25}\b(?:opened|raised|started|logged|filed|lodged|put in|set up)\b(?![^?]*\?)"
+)
+# Asking for the problem to be put on record as what it is ("log it as damaged", "I'd want that on record as
+# damaged goods"): a dispute, when the words also name its category.
+_RECORD_AS = re.compile(
+    r"\b(?:log|record|report|flag|mark|register|put)(?:s|ed|ing)? (?:it|that|this|them|one) (?:down )?as\b"
+    r"|\bon record as\b"
 )
 _LIST = re.compile(
     r"(?:\b(?:pull|bring|look|call) up\b|\b(?:can|could|would) you\b.{0,20}\b(?:check|list|find|get|see)\b|\blist\b)"
     r".{0,30}\b(?:invoices|bills|statements)\b",
 )
 _GET_INVOICE = re.compile(r"\b(?:open|look at|check|go through|what's on|what is on|details of)\b.{0,25}\binvoice\b")
-_RESOLUTION = re.compile(
-    r"\b(?:what i(?:'d| would) like|what i want|i(?:'d| would) like|i want|i'm hoping|i am hoping|i'm after)\b"
-    r".{0,80}\b(?:credit|credited|refund|refunded|money back|waive|waived|removed|taken off|cancel)",
+# A wish, by class: a want or a preference said with a modal ("I'd sooner", "I'd rather", "I'd be happier"),
+# an adverb of preference ("ideally", "best would be"), "just" softening a request ("can it just stay"), or a
+# terse "..., please"; followed by what should happen to the money or the charge.
+_WISH = (
+    r"(?:what i(?:'d| would) like|what i want|i(?:'d| would) (?:like|love|want|prefer|sooner|rather)"
+    r"|i want|i(?:'m| am) (?:\w+ ){0,2}(?:hoping|after)|i(?:'d| would) be (?:\w+ ){0,2}happ(?:y|ier|iest)"
+    r"|i(?:'d| would) (?:\w+ ){0,2}(?:sooner|rather|prefer)|ideally|best (?:thing|option|bet)? ?(?:would be|is)"
+    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead)"
 )
+_OUTCOME = (
+    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off|take (?:it|that|this) off"
+    r"|knock(?:ed)? (?:it|that|this)? ?off|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
+    r"|(?:on|onto|to|into|against|with) (?:my|the) (?:account|bill))"
+)
+_RESOLUTION = re.compile(rf"\b{_WISH}\b.{{0,80}}\b{_OUTCOME}|\b{_OUTCOME}\b.{{0,60}}\bplease\b")
+# An attempt, by tense and aspect: something the caller (or someone for them) already did about it. The
+# present perfect ("I've been onto the bank", "I've had a go"), the past simple with a subject ("I rang",
+# "my husband phoned", "we went to the shop"), the emphatic past ("I did try"), the past perfect ("I had
+# already emailed"), "already" beside a verb of trying or contacting, and being sent on ("they sent me here").
+_DID = (r"(?:tried|called|rang|rung|phoned|emailed|contacted|spoke|spoken|wrote|written|messaged|went"
+        r"|asked|raised|reported|complained|chatted|sent|returned|took|logged|visited|had a go)")
+_DO = r"(?:try|call|ring|phone|email|contact|speak|write|message|go|ask|raise|report|complain|chat|send|return)"
+_BEEN = r"been (?:through|onto|on to|on|in touch|in contact|to|trying|calling|ringing|phoning|emailing|chatting)"
 _ATTEMPTED = re.compile(
-    r"\b(?:already (?:tried|called|asked|contacted|emailed|been|rang|phoned|spoke|sent)|i(?:'ve| have) tried"
-    r"|tried (?:to|calling|getting|emailing|sorting)|i called (?:last|before|twice)|i(?:'ve| have) (?:already )?"
-    r"(?:called|emailed|written) (?:you|in|twice))",
+    rf"\b(?:i|we|my \w+|our \w+)(?:'ve| have| had|'d)? (?:already |just |also )?(?:{_DID}|{_BEEN})\b"
+    rf"|\b(?:i|we) did (?:already |also )?{_DO}\b"
+    rf"|\balready (?:{_DID}|{_BEEN})\b|\b(?:{_DID}|{_BEEN})\b.{{0,40}}\balready\b"
+    r"|\btried\b|\bi was on the (?:phone|line|chat|live chat|website|app)\b"
+    r"|\b(?:sent|told|asked) me (?:to|over|here|on|back)\b|\bsaid (?:to|i(?:'d| had| should) (?:have to )?)"
+    r"(?:call|ring|phone|contact)\b",
 )
 _REACH = re.compile(r"\b(?:call|ring|reach|contact|phone|available|travelling|traveling|away|busy)\b")
 _PROBLEM = re.compile(
@@ -192,14 +239,38 @@ def _timing_span(text: str, reference: dt.date) -> str | None:
     return span.rstrip(".!") if span else None
 
 
+_FRAGMENT_WORDS = 4
+"""A sentence this short beside a fact is part of it ("Refund to my card? No, put it on the account.")."""
+_CONTRAST = re.compile(r"\W*(?:not|no|never|rather|instead|anything but)\b")
+"""A sentence beside a wish that says what is not wanted completes it ("Account credit, please. Not the card.")."""
+
+
 def _matching_sentences(text: str, pattern: re.Pattern[str]) -> str:
-    """The caller's sentences that carry ``pattern``, whole and verbatim (the whole text if none does alone).
+    """The caller's words from the first sentence that carries ``pattern`` to the last, verbatim, with a short
+    fragment just before or after the run (the whole text if no sentence does alone).
 
     Whole sentences, not trimmed clauses: what leads into a resolution or an attempt ("the reason I'm ringing
-    is their chat in the app: I tried...") is part of the fact, measured on the paraphrased calls.
+    is their chat in the app: I tried...") is part of the fact, measured on the paraphrased calls; so is a
+    terse fragment that completes it ("Not the card.").
     """
-    hits = [s for s in _sentences(text) if pattern.search(s.lower())]
-    return " ".join(hits) if hits else text.strip()
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S(?:.*?)(?:[.!?](?=\s|$)|$)", text.strip(), re.S)]
+    body = text.strip()
+    hits = [i for i, (a, b) in enumerate(spans) if pattern.search(body[a:b].lower())]
+    if not hits:
+        return body
+    lo, hi = hits[0], hits[-1]
+
+    def fragment(i: int) -> bool:
+        """A short sentence with a content word, or one that says what is not wanted ("Not the card...")."""
+        if not 0 <= i < len(spans):
+            return False
+        said = body[spans[i][0]:spans[i][1]]
+        short = len(said.split()) <= _FRAGMENT_WORDS or bool(_CONTRAST.match(said.lower()))
+        return short and bool(content_words(said))
+
+    lo -= fragment(lo - 1)
+    hi += fragment(hi + 1)
+    return body[spans[lo][0]:spans[hi][1]]
 
 
 def _category(text: str) -> str | None:
@@ -567,7 +638,8 @@ class BillingReferenceBrain:
             (bool(_TRANSFER.search(lowered)), self._transfer),
             (bool(_CREDIT.search(lowered)), self._credit),
             (bool(_CALLBACK.search(lowered)), self._callback),
-            (bool(_DISPUTE.search(lowered) and _DISPUTE_REQUEST.search(lowered)), self._dispute),
+            (bool(_DISPUTE.search(lowered) and _DISPUTE_REQUEST.search(lowered))
+             or bool(_RECORD_AS.search(lowered) and _category(text)), self._dispute),
             (bool(_LIST.search(lowered)), self._list_invoices),
             (bool(_invoice_ids(text) or (_GET_INVOICE.search(lowered) and _months_in(text))), self._get_invoice),
         )
