@@ -1,9 +1,9 @@
 """The context stage of a live lanes turn is incremental: equal to a build from scratch, and only new entries read.
 
-Issue 15 item 3: the caller-constraint lines used to re-read every utterance of the call on every inference.
-The date guard now keeps what it read (a derived cache, rebuilt whenever it does not match the lane), so these
-tests check the two things that can go wrong: a context that differs from a from-scratch build (a stale or
-wrong cache), and a turn that still reads the whole lane (the cost grows with the call).
+The caller-constraint lines used to re-read every utterance of the call on every inference. The date guard now
+keeps what it read (a derived cache, rebuilt whenever it does not match the lane), so these tests check the two
+things that can go wrong: a context that differs from a from-scratch build (a stale or wrong cache), and a turn
+that still reads the whole lane (the cost grows with the call).
 """
 
 from __future__ import annotations
