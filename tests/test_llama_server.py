@@ -108,7 +108,8 @@ async def test_a_call_on_a_real_llama_server_gets_answers_and_reuses_the_prefix(
     def short_answers(_domain: Any) -> Any:
         llm = make_hosted_llm(settings.llm)
         # pipecat's public settings update, before the call starts: the server's own default is n_ctx.
-        llm.settings.apply_update(type(llm.settings)(max_tokens=MAX_TOKENS, temperature=0.0, seed=0))
+        settings_type: Any = type(llm.settings)  # the OpenAI service's own settings class
+        llm.settings.apply_update(settings_type(max_tokens=MAX_TOKENS, temperature=0.0, seed=0))
         return llm
 
     parts = build_call(settings, "llama", llm_factory=short_answers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pipecat.frames.frames import (
     InterruptionFrame,
@@ -37,7 +38,7 @@ def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
 
 
 def toy_llm(stream_delay: float = 0.0) -> ReferenceLLMService:
-    return ReferenceLLMService(TOY.make_brain(), stream_delay=stream_delay)
+    return ReferenceLLMService(TOY.brain(), stream_delay=stream_delay)
 
 
 async def test_context_assembly_replaces_context_and_leaves_history_alone() -> None:
@@ -46,7 +47,8 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
     canonical = LLMContext([{"role": "user", "content": "hi, credit my account"}])
     down, _ = await run_test(ContextAssembly(s), frames_to_send=[LLMContextFrame(canonical)],
                              expected_down_frames=[LLMContextFrame])
-    messages = down[0].context.get_messages()
+    assert isinstance(down[0], LLMContextFrame)
+    messages: list[Any] = down[0].context.get_messages()
     # The prompt travels as the LLM's system instruction; the context starts with the lanes.
     assert "KNOWN FACTS" in messages[0]["content"] and "ACC-1000-01" in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "hi, credit my account"}

@@ -195,8 +195,9 @@ async def test_a_store_that_hangs_does_not_hold_the_agents_answer(tmp_path: Path
 
 def test_a_resume_replaces_a_leg_that_is_still_closing_on_this_worker() -> None:
     """The stream dropped and the provider came straight back before the old leg finished closing."""
+    from voice_agent.telephony.bridge import EndReason
     from voice_agent.telephony.providers import Provider
-    from voice_agent.telephony.server import CallRegistry, EndReason
+    from voice_agent.telephony.server import CallRegistry
 
     registry = CallRegistry(max_calls=4, token_ttl=30)
     first = registry.reserve(Provider.TWILIO, "CA1")
