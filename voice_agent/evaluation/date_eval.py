@@ -779,7 +779,7 @@ def evaluate_dates(
         reader: The statement reader (default: the engine's ``read_statements``).
         reader_name: How the report names ``reader``.
         guard_factory: Builds the guard for a reference date (default: :class:`DateGuard`, looked up at call time).
-        use_default_reader: Look the engine's reader up when ``reader`` is None.
+        use_default_reader: Use the engine's ``read_statements`` when ``reader`` is None (False: no reader).
 
     Raises:
         InputError: An input file is missing or malformed.
