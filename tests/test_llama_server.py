@@ -40,7 +40,7 @@ from voice_agent.settings import load_settings, with_overrides
 from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.local_model import ensure_model, extra_status
 
-MAX_TOKENS = 24  # a short answer is an answer; each token costs a second on a busy 2-core machine
+MAX_TOKENS = 8  # a short answer is an answer; a token costs as much as ten prompt tokens, a second on a busy machine
 PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 STATUS = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 
