@@ -251,13 +251,16 @@ async def test_a_failed_re_run_after_a_tool_result_is_retried_with_the_tool_resu
 
 
 async def test_a_barge_in_during_a_hang_is_not_a_failure() -> None:
-    # The barge-in (0.05 s) comes long before turn 1's 1 s timeout, however loaded the machine; turn 2 answers
-    # 1.1 s late, so the call outlives the moment turn 1's timer would have fired had the barge-in not stopped it.
+    # The barge-in (0.05 s) comes long before turn 1's 1 s timeout, however loaded the machine. Turn 2 answers at
+    # once, and the caller speaks again only 1.5 s later: the call outlives the moment turn 1's timer would have
+    # fired had the barge-in not stopped it (a sleep that can only run long, never short).
     session = toy_session(LLMRecoveryConfig(first_token_timeout_secs=1.0, total_timeout_secs=2.0))
-    lines = [CallerLine(1, "hello"), CallerLine(2, "never mind", barge_in_after=0.05)]
-    recorder, _ = await play(session, {1: [HANG], 2: [FakeReply(text="Sure.", delay=1.1)]}, lines)
+    lines = [CallerLine(1, "hello"), CallerLine(2, "never mind", barge_in_after=0.05),
+             CallerLine(3, "thanks", barge_in_after=1.5)]
+    script = {1: [HANG], 2: [FakeReply(text="Sure.")], 3: [FakeReply(text="You're welcome.")]}
+    recorder, _ = await play(session, script, lines)
     assert session.llm_failures == [] and recorder.errors == []
-    assert agent_entries(session) == ["Sure."]
+    assert agent_entries(session) == ["Sure.", "You're welcome."]
 
 
 def billing() -> Domain:

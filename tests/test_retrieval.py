@@ -38,6 +38,7 @@ from voice_agent.retrieval.knowledge import Chunk, chunk_markdown, content_hash,
 from voice_agent.retrieval.quality import evaluate, load_questions
 from voice_agent.retrieval.speculative import SpeculativeConfig, SpeculativeRetriever, jaccard, normalise
 from voice_agent.session import CallSession, SessionConfig
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 # Measured 2026-11-30 (see the report): calibration set P@3 0.855, MRR 0.864, nothing-injected 1.0;
 # held-out P@3 0.583, MRR 0.667, nothing-injected 1.0. Floors sit a little below.
@@ -132,7 +133,7 @@ class GatedSearcher(FakeSearcher):
 
 
 def make_session() -> CallSession:
-    return CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30)))
+    return CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30)), ExtractiveSummarizer())
 
 
 def fast_config(**kw: Any) -> SpeculativeConfig:
