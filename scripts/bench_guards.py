@@ -7,24 +7,18 @@ returning printable lines; add a section (e.g. the ID guard) to ``SECTIONS``.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # so the table can be imported from the tests package
-
-from tests.test_dates_table import REFERENCE, TABLE  # noqa: E402
-from voice_agent.core.dates import clear_cache, extract_constraints  # noqa: E402
-from voice_agent.core.guards.date_contract import DateContract  # noqa: E402
-from voice_agent.core.guards.date_guard import DateGuard  # noqa: E402
-from voice_agent.core.guards.id_guard import IdGuard  # noqa: E402
-from voice_agent.core.ledger import Ledger  # noqa: E402
-from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec  # noqa: E402
-from voice_agent.core.transcript import TranscriptLane  # noqa: E402
+from voice_agent.core.dates import clear_cache, extract_constraints
+from voice_agent.core.guards.date_contract import DateContract
+from voice_agent.core.guards.date_guard import DateGuard
+from voice_agent.core.guards.id_guard import IdGuard
+from voice_agent.core.ledger import Ledger
+from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
+from voice_agent.core.transcript import TranscriptLane
+from voice_agent.evaluation.date_table import REFERENCE, TABLE
 
 SCHEDULE = ToolSpec("schedule_callback", "", (ToolParam("date", "d", kind=ParamKind.DATE),), mutates=True)
 AGENT_LINES = (

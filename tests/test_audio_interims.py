@@ -28,7 +28,8 @@ from voice_agent.audio.codec import resample
 from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
-from voice_agent.retrieval.index import Chunk, RetrievalResult, ScoredChunk
+from voice_agent.retrieval.index import RetrievalResult, ScoredChunk
+from voice_agent.retrieval.knowledge import Chunk
 from voice_agent.retrieval.speculative import (
     BUDGETED_SPECULATION,
     SEARCH_BUDGET_PER_TURN,
@@ -238,7 +239,7 @@ async def test_new_speech_after_the_partial_gets_a_fresh_decode_and_a_stale_part
     model = CountingModel(secs_per_decode=0.3)
     pause = _audio(_loud(1.0) + bytes(SECOND * 3 // 10))
     more = _audio(_loud(0.4) + bytes(SECOND // 10))  # too short a quiet for another partial
-    wait = [] if stale else [SleepFrame(0.4)]  # stale: the partial is still decoding at the VAD stop
+    wait: list[Frame] = [] if stale else [SleepFrame(0.4)]  # stale: the partial is still decoding at the VAD stop
     interims, finals = await _call(_turn(pause, wait, more), model)
     assert model.decodes == 2 and finals == [" 70 voiced frames. "]
     assert interims == ([] if stale else ["50 voiced frames."])  # its older text is dropped after the stop
@@ -416,6 +417,7 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
     # The final is that partial's decode, and it is pipecat's own decode of the audio the partial heard (Whisper's
     # text also depends on the segment's length, so a fresh decode of the longer segment can differ in a word).
     stt = audio.before_user[2]
+    assert isinstance(stt, WhisperSTTService)
     padded = offered[-1].heard + bytes(int(RATE * stt._trailing_silence_secs) * 2)
     fresh = [f async for f in WhisperSTTService.run_stt(stt, padded)]
     assert [f.text for f in fresh if isinstance(f, TranscriptionFrame)] == [finals[0].text]

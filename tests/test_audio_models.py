@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipecat.frames.frames import (
+    Frame,
     InputAudioRawFrame,
     InterimTranscriptionFrame,
     LLMFullResponseEndFrame,
@@ -98,7 +99,7 @@ async def test_pocketsphinx_streams_interims_then_a_final_transcript() -> None:
     speech, rate = await asyncio.to_thread(voice, "hello I would like to check my balance")
     pcm = resample(speech, rate, 16000).tobytes()
     chunk = 640  # 20 ms at 16 kHz
-    frames: list[object] = [InputAudioRawFrame(bytes(chunk * 10), 16000, 1), VADUserStartedSpeakingFrame()]
+    frames: list[Frame] = [InputAudioRawFrame(bytes(chunk * 10), 16000, 1), VADUserStartedSpeakingFrame()]
     for i in range(0, len(pcm), chunk):
         frames.append(InputAudioRawFrame(pcm[i : i + chunk], 16000, 1))
         if i % (chunk * 10) == 0:

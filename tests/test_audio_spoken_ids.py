@@ -81,8 +81,9 @@ async def test_processor_rewrites_final_and_interim_transcripts() -> None:
     down, _ = await run_test(
         normalizer, frames_to_send=frames, expected_down_frames=[InterimTranscriptionFrame, TranscriptionFrame]
     )
-    assert down[0].text == "a c c four seven"
-    assert down[1].text == "account ACC-4729-18 please"
+    interim, final = down
+    assert isinstance(interim, InterimTranscriptionFrame) and interim.text == "a c c four seven"
+    assert isinstance(final, TranscriptionFrame) and final.text == "account ACC-4729-18 please"
     assert normalizer.rewrites == 1
 
 

@@ -333,7 +333,7 @@ async def replay(name: str, view: Callable[[list[Message]], list[Message]] = lam
                       slot_model=domain.slot_model)
     prompt = domain.system_prompt.format(reference_date=scenario.reference_date.isoformat())
     assembler = ContextAssembler(AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints))
-    guard, the_brain, names = IdGuard(), domain.make_brain(), [t.name for t in domain.tools]
+    guard, the_brain, names = IdGuard(), domain.brain(), [t.name for t in domain.tools]
     out = Replay(backend=backend)
     counter = 0
     for exchange, text in scenario.caller_turns():

@@ -68,7 +68,7 @@ def test_domain_wires_every_tool_to_a_handler() -> None:
     assert BILLING.slot_model is BillingSlots and BillingSlots().disputed_items == []
     assert "Today is {reference_date}." in BILLING.system_prompt
     assert "Today is 2026-11-30." in BILLING.system_prompt.format(reference_date="2026-11-30")
-    assert BILLING.make_brain() is not None and BILLING.hard_constraints
+    assert BILLING.brain() is not None and BILLING.hard_constraints
 
 
 def test_marks_identifiers_dates_and_mutating_tools() -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
-from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame, VADUserStartedSpeakingFrame
+from pipecat.frames.frames import (
+    InterimTranscriptionFrame,
+    TextFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+)
 from pipecat.tests.utils import run_test
 
 from processors.caller_read_ahead import CallerReadAhead
@@ -165,5 +170,5 @@ async def test_the_processor_reads_each_interim_of_an_audio_call_and_forwards_ev
     down, _ = await run_test(CallerReadAhead(reader), frames_to_send=vad + frames,
                              expected_down_frames=[type(f) for f in vad + frames])
     assert reader.read == (["not on", "not on a Tuesday"] if audio else [])
-    assert [f.text for f in down if not isinstance(f, VADUserStartedSpeakingFrame)] == [
+    assert [cast(TextFrame, f).text for f in down if not isinstance(f, VADUserStartedSpeakingFrame)] == [
         "not on", "not on a Tuesday", "not on a Tuesday"]

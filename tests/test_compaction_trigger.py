@@ -114,7 +114,7 @@ def test_an_agent_commitment_keeps_its_turn_until_a_tool_carries_it_out() -> Non
     assert 1 not in state.tracker.held
 
 
-def _completed():  # type: ignore[no-untyped-def]
+def _completed():
     from voice_agent.core.transcript import ToolOutcome
 
     return ToolOutcome.COMPLETED

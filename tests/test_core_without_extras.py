@@ -87,11 +87,12 @@ def test_core_modules_import_without_the_extras() -> None:
 
 @pytest.mark.timeout(300)
 def test_the_main_job_runs_without_the_extras() -> None:
+    # --jobs 1: both runs here, where the extras are hidden (a worker process would start without the hiding).
     result = run_hidden(textwrap.dedent("""
         import sys
         from voice_agent.cli import main
         sys.argv = ["voice-agent", "simulate", "--runs", "2", "--scripted-only", "--policy", "lanes",
-                    "--no-knowledge"]
+                    "--no-knowledge", "--jobs", "1"]
         main()
     """), timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -72,9 +72,9 @@ async def test_the_served_call_never_runs_a_ruled_out_day_and_runs_the_confirmed
     assert any(b.get("verdict") == "refuse" and "rigs" in b["reason"] for b in bodies)
     assert any(b.get("status") == "confirm" and b.get("say") == readback for b in bodies)
     # The caller heard the read-back word for word, and the callback ran only after their yes.
-    lines = json.loads((tmp_path / f"{record.call_id}.json").read_text())["transcript"]
-    said = [i for i, line in enumerate(lines) if readback in line]
-    ran = [i for i, line in enumerate(lines)
+    heard: list[str] = json.loads((tmp_path / f"{record.call_id}.json").read_text())["transcript"]
+    read_back = [i for i, line in enumerate(heard) if readback in line]
+    ran = [i for i, line in enumerate(heard)
            if line.startswith("TOOL_RESULT schedule_callback") and "scheduled" in line]
-    yes = [i for i, line in enumerate(lines) if "yes that's fine" in line]
-    assert said and yes and ran and said[0] < yes[0] < ran[0], lines
+    yes = [i for i, line in enumerate(heard) if "yes that's fine" in line]
+    assert read_back and yes and ran and read_back[0] < yes[0] < ran[0], heard

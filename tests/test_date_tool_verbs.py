@@ -26,7 +26,7 @@ def tool(name: str) -> ToolSpec:
                                           ToolParam("effective_date", "YYYY-MM-DD", ParamKind.DATE)), mutates=True)
 
 
-def decide(spec: ToolSpec, day: dt.date, *lines: str) -> object:
+def decide(spec: ToolSpec, day: dt.date, *lines: str) -> Any:
     transcript = TranscriptLane.of_lines(("agent", t[6:]) if t.startswith("agent:") else ("caller", t) for t in lines)
     (decision,) = DateContract(DateGuard(TODAY)).decide(
         spec, {"customer_ref": "CU-77Q1", "effective_date": day.isoformat(), "date": day.isoformat()}, transcript)

@@ -248,7 +248,7 @@ async def test_a_credit_that_failed_without_a_refusal_is_never_run_blind_again(b
         await issue_credit(arguments, state)
         raise TimeoutError("the billing system did not answer in time")
 
-    session.domain.handlers["issue_credit"] = applied_then_timed_out
+    session.domain.handlers["issue_credit"] = applied_then_timed_out  # type: ignore[index]  # this call's own domain
     if not backend_can_tell:
         session.domain = dataclasses.replace(session.domain, outcome_of=None)
     assert (await session.execute_tool("issue_credit", "c3", CREDIT))["status"] == "error"

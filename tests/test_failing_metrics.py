@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.toy_domain import TOY
 from voice_agent.cli import app
+from voice_agent.core.call_state import CallState
+from voice_agent.core.dates.reading import DateReading
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tool_gate import GateDecision
 from voice_agent.core.transcript import TranscriptEntry
@@ -56,7 +58,11 @@ async def play(
     session = CallSession(TOY, SessionConfig(policy=policy, keep=2, every=2, reference_date=TODAY),
                           summarizer or ExtractiveSummarizer())
     if bypass:  # the defect under test: a guard that lets every call through
-        session.gate.review = lambda state, name, arguments: GateDecision(name)  # type: ignore[method-assign]
+        def let_through(state: CallState, tool_name: str, arguments: Mapping[str, Any],
+                        reading: DateReading | None = None) -> GateDecision:
+            return GateDecision(tool_name)
+
+        session.gate.review = let_through  # type: ignore[method-assign]
     recorder = CallRecorder(session, facts)
     await run_text_call(session, FakeLLM(script), [CallerLine(i + 1, t) for i, t in enumerate(lines)],
                         recorder=recorder)

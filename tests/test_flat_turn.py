@@ -1,9 +1,9 @@
 """The context stage of a live lanes turn is incremental: equal to a build from scratch, and only new entries read.
 
-Issue 15 item 3: the caller-constraint lines used to re-read every utterance of the call on every inference.
-The date guard now keeps what it read (a derived cache, rebuilt whenever it does not match the lane), so these
-tests check the two things that can go wrong: a context that differs from a from-scratch build (a stale or
-wrong cache), and a turn that still reads the whole lane (the cost grows with the call).
+The caller-constraint lines used to re-read every utterance of the call on every inference. The date guard now
+keeps what it read (a derived cache, rebuilt whenever it does not match the lane), so these tests check the two
+things that can go wrong: a context that differs from a from-scratch build (a stale or wrong cache), and a turn
+that still reads the whole lane (the cost grows with the call).
 """
 
 from __future__ import annotations
@@ -323,7 +323,9 @@ def test_the_summary_budget_drops_the_same_lines_as_rendering_after_every_drop()
 
         text = render()
         for limit, candidates in ((max_tokens, order), (ceiling, last)):
-            for _, s, i in candidates if limit is not None else ():
+            if limit is None:
+                continue
+            for _, s, i in candidates:
                 if estimate_message_tokens(text) <= limit:
                     break
                 sections[s] = (sections[s][0], [(j, line) for j, line in sections[s][1] if j != i])

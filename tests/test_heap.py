@@ -42,7 +42,7 @@ asyncio.run(main())
 
 def test_settling_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
     _young, middle, old = gc.get_threshold()
-    alive_before = [[] for _ in range(10)]  # lists are tracked by the collector; bare objects are not
+    alive_before: list[list[int]] = [[] for _ in range(10)]  # lists are tracked by the collector; bare objects are not
     state = settle_heap(DEFAULT_YOUNG_THRESHOLD)
     assert state.thresholds == (DEFAULT_YOUNG_THRESHOLD, middle, old) == gc.get_threshold()
     # not an exact count: a frozen object freed since (a finished thread's frame) leaves the permanent generation

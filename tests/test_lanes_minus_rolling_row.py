@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from voice_agent.simulation.console import console, print_comparison
 from voice_agent.simulation.report import RunOutcome, TrackedFact, actions_correct, lanes_minus_rolling, policy_report
 
@@ -37,12 +39,13 @@ def test_the_table_prints_the_negative_row() -> None:
 
 
 def test_an_action_counts_only_when_its_invoice_amount_order_and_day_are_right() -> None:
-    expected = [("issue_credit", {"invoice_id": "INV-1", "amount": 49.0, "order_id": "ORD-A"}),
-                ("issue_credit", {"invoice_id": "INV-2", "amount": 89.0, "order_id": "ORD-B"}),
-                ("schedule_callback", {"account_id": "ACC-1", "date": "2026-12-16"})]
-    right = [("issue_credit", {"invoice_id": "INV-1", "amount": 49, "order_id": "ORD-A", "account_id": "ACC-1"}),
-             ("issue_credit", {"invoice_id": "INV-2", "amount": 89.0, "order_id": "ORD-B"}),
-             ("schedule_callback", {"account_id": "ACC-1", "date": "2026-12-16"})]
+    Calls = list[tuple[str, dict[str, Any]]]
+    expected: Calls = [("issue_credit", {"invoice_id": "INV-1", "amount": 49.0, "order_id": "ORD-A"}),
+                       ("issue_credit", {"invoice_id": "INV-2", "amount": 89.0, "order_id": "ORD-B"}),
+                       ("schedule_callback", {"account_id": "ACC-1", "date": "2026-12-16"})]
+    right: Calls = [("issue_credit", {"invoice_id": "INV-1", "amount": 49, "order_id": "ORD-A", "account_id": "ACC-1"}),
+                    ("issue_credit", {"invoice_id": "INV-2", "amount": 89.0, "order_id": "ORD-B"}),
+                    ("schedule_callback", {"account_id": "ACC-1", "date": "2026-12-16"})]
     assert actions_correct(expected, right) == {"credit": True, "callback": True}
     swapped = [right[1], right[0], right[2]]
     assert actions_correct(expected, swapped)["credit"] is False  # the right credits in the wrong order

@@ -40,7 +40,7 @@ from voice_agent.settings import load_settings, with_overrides
 from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.local_model import ensure_model, extra_status
 
-MAX_TOKENS = 24  # a short answer is an answer; each token costs a second on a busy 2-core machine
+MAX_TOKENS = 8  # a short answer is an answer; a token costs as much as ten prompt tokens, a second on a busy machine
 PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 STATUS = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 
@@ -108,7 +108,8 @@ async def test_a_call_on_a_real_llama_server_gets_answers_and_reuses_the_prefix(
     def short_answers(_domain: Any) -> Any:
         llm = make_hosted_llm(settings.llm)
         # pipecat's public settings update, before the call starts: the server's own default is n_ctx.
-        llm.settings.apply_update(type(llm.settings)(max_tokens=MAX_TOKENS, temperature=0.0, seed=0))
+        settings_type: Any = type(llm.settings)  # the OpenAI service's own settings class
+        llm.settings.apply_update(settings_type(max_tokens=MAX_TOKENS, temperature=0.0, seed=0))
         return llm
 
     parts = build_call(settings, "llama", llm_factory=short_answers)

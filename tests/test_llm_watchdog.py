@@ -3,7 +3,11 @@
 The decisions are tested as pure logic; the watchdog in whole calls, with the scripted FakeLLM and with the
 real pipecat OpenAILLMService against the fake OpenAI server (one that answers 500, one that never answers).
 Times are measured by the recorder, from outside the call: ``first_response_ms`` runs from the turn's first
-inference to the first words the output guard released towards the caller.
+inference to the first words the output guard released towards the caller. A test asserts only what load cannot
+change: the caller waited at least the timeouts, and which timer fired (the failure's kind). That a failure is
+answered *without* a timeout is shown with timeouts no test waits for (``PATIENT``): the call finishes within
+the harness's turn limit only if no timer was waited for. How fast the caller hears the line is a benchmark's
+question, not a unit test's.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ from voice_agent.summarizers.extractive import ExtractiveSummarizer
 TODAY = dt.date(2026, 11, 30)
 FAST = LLMRecoveryConfig(first_token_timeout_secs=0.25, total_timeout_secs=1.0)
 """Short timeouts so the tests run quickly; the logic is the same at the 4 s / 15 s defaults."""
-MARGIN_MS = 400.0
-"""Scheduling slack on a loaded machine, on top of the configured timeouts."""
+PATIENT = LLMRecoveryConfig(first_token_timeout_secs=30.0, total_timeout_secs=60.0)
+"""Timeouts above the 10 s turn limit of :func:`play`: a turn that completes never waited for one."""
 LINES = RecoveryLines()
 A = RecoveryAction
 
@@ -169,9 +173,10 @@ async def test_a_hung_llm_is_retried_once_then_the_caller_hears_an_apology_withi
     recorder, llm = await play(session, {1: [HANG, HANG]}, ["hello"])
     turn = recorder.turns[0]
     assert turn.agent == [LINES.apology]
-    # Heard after both attempts' first-token timeouts, and not much later.
+    # Heard only after both attempts' first-token timeouts (the errors below say those timers fired, not the
+    # total timeout or the harness's turn limit).
     silence = FAST.longest_silence_secs * 1000
-    assert turn.first_response_ms is not None and silence <= turn.first_response_ms < silence + MARGIN_MS
+    assert turn.first_response_ms is not None and turn.first_response_ms >= silence
     # The retry sent the very same context, and the recorder counted both requests.
     assert turn.requests == 2 and len(llm.received) == 2 and llm.received[0] == llm.received[1]
     assert turn.errors == [
@@ -188,8 +193,9 @@ async def test_the_retry_answers_when_the_provider_recovers() -> None:
     recorder, _ = await play(session, {1: [HANG, FakeReply(text="Here you are.")]}, ["hello"])
     turn = recorder.turns[0]
     assert turn.agent == ["Here you are."] and [f.action for f in session.llm_failures] == [A.RETRY]
+    assert [f.kind for f in session.llm_failures] == [FailureKind.FIRST_TOKEN_TIMEOUT]
     first_token = FAST.first_token_timeout_secs * 1000
-    assert turn.first_response_ms is not None and first_token <= turn.first_response_ms < first_token + MARGIN_MS
+    assert turn.first_response_ms is not None and turn.first_response_ms >= first_token
 
 
 def logged(errors: list[str]) -> list[str]:
@@ -203,12 +209,12 @@ def seen(errors: list[str]) -> int:
 
 
 async def test_an_error_is_retried_at_once_and_the_second_error_is_apologised_for() -> None:
-    session = toy_session()
+    session = toy_session(PATIENT)  # both turns finish, so no timeout was waited for
     recorder, _ = await play(session, {1: [ERROR, ERROR], 2: [ERROR, FakeReply(text="Back with you.")]},
                              ["hello", "hello?"])
     first, second = recorder.turns
     assert first.agent == [LINES.apology] and second.agent == ["Back with you."]
-    assert first.first_response_ms is not None and first.first_response_ms < MARGIN_MS  # no timeout waited for
+    assert first.first_response_ms is not None
     assert [(f.turn, f.kind, f.attempt, f.action) for f in session.llm_failures] == [
         (1, FailureKind.ERROR, 1, A.RETRY), (1, FailureKind.ERROR, 2, A.APOLOGIZE), (2, FailureKind.ERROR, 1, A.RETRY),
     ]
@@ -229,7 +235,7 @@ async def test_a_stream_that_stalls_after_its_first_words_hits_the_total_timeout
 
 
 async def test_a_slow_answer_within_the_first_token_timeout_is_not_a_failure() -> None:
-    session = toy_session()
+    session = toy_session(PATIENT)  # 0.15 s against 30 s: no scheduling delay can make it late
     recorder, _ = await play(session, {1: [FakeReply(text="Fine.", delay=0.15)]}, ["hello"])
     assert recorder.turns[0].agent == ["Fine."] and session.llm_failures == [] and recorder.errors == []
 
@@ -245,12 +251,16 @@ async def test_a_failed_re_run_after_a_tool_result_is_retried_with_the_tool_resu
 
 
 async def test_a_barge_in_during_a_hang_is_not_a_failure() -> None:
-    session = toy_session()
-    # Turn 2 answers 0.2 s late, so the call outlives the 0.25 s timeout turn 1 would have hit.
-    lines = [CallerLine(1, "hello"), CallerLine(2, "never mind", barge_in_after=0.05)]
-    recorder, _ = await play(session, {1: [HANG], 2: [FakeReply(text="Sure.", delay=0.2)]}, lines)
+    # The barge-in (0.05 s) comes long before turn 1's 1 s timeout, however loaded the machine. Turn 2 answers at
+    # once, and the caller speaks again only 1.5 s later: the call outlives the moment turn 1's timer would have
+    # fired had the barge-in not stopped it (a sleep that can only run long, never short).
+    session = toy_session(LLMRecoveryConfig(first_token_timeout_secs=1.0, total_timeout_secs=2.0))
+    lines = [CallerLine(1, "hello"), CallerLine(2, "never mind", barge_in_after=0.05),
+             CallerLine(3, "thanks", barge_in_after=1.5)]
+    script = {1: [HANG], 2: [FakeReply(text="Sure.")], 3: [FakeReply(text="You're welcome.")]}
+    recorder, _ = await play(session, script, lines)
     assert session.llm_failures == [] and recorder.errors == []
-    assert agent_entries(session) == ["Sure."]
+    assert agent_entries(session) == ["Sure.", "You're welcome."]
 
 
 def billing() -> Domain:
@@ -320,11 +330,13 @@ async def test_openai_answering_500_is_retried_once_and_the_caller_hears_an_apol
     fake_openai: FakeOpenAIServer,
 ) -> None:
     fake_openai.reply = answers_500
-    session, recorder, _ = await hosted_call(fake_openai, ["hello"])
+    # Timeouts above the 10 s turn limit: the call finishes only if no timeout was waited for.
+    session, recorder, _ = await hosted_call(fake_openai, ["hello"], first_token_timeout_secs=30.0,
+                                             total_timeout_secs=60.0)
     turn = recorder.turns[0]
     assert turn.agent == [LINES.apology] and agent_entries(session) == [LINES.apology]
     assert len(fake_openai.requests) == 2  # our one retry, and no SDK retries behind it
-    assert turn.first_response_ms is not None and turn.first_response_ms < 1000  # no timeout waited for
+    assert turn.first_response_ms is not None
     assert [e.split(":")[0] for e in logged(turn.errors)] == ["LLM error (attempt 1)", "LLM error (attempt 2)"]
     assert all("500" in e for e in turn.errors) and seen(turn.errors) == 2
 
@@ -348,7 +360,7 @@ async def test_openai_that_never_answers_is_cancelled_retried_and_apologised_for
     assert turn.agent == [LINES.apology]
     assert len(fake_openai.requests) == 2 and fake_openai.requests[0]["messages"] == fake_openai.requests[1]["messages"]
     silence = 2 * 0.5 * 1000
-    assert turn.first_response_ms is not None and silence <= turn.first_response_ms < silence + MARGIN_MS
+    assert turn.first_response_ms is not None and turn.first_response_ms >= silence
     assert [f.kind for f in session.llm_failures] == [FailureKind.FIRST_TOKEN_TIMEOUT] * 2
 
 

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +91,7 @@ def test_a_line_that_never_goes_quiet_after_an_unanswered_turn_stops_the_calls_m
     assert call.phase == "over" and "no quiet" in call.error and call.latencies == []
 
 
-def row(lt: ModuleType, bridge: str, calls: int, **figures: float) -> object:
+def row(lt: ModuleType, bridge: str, calls: int, **figures: float) -> Any:
     values: dict[str, float] = {"added_p95_ms": 40.0, "cpu_secs_per_call": 0.2, "generator_cpu_percent": 10.0}
     values.update(figures)
     return lt.RunStats(bridge, calls, turns=calls * 4, replies=calls * 4, **values)
@@ -151,7 +152,7 @@ def test_a_level_with_errors_or_nothing_measured_fails_the_check() -> None:
 def test_a_saturated_generator_makes_its_row_invalid_and_the_check_fail() -> None:
     lt = loadtest()
     saturated = row(lt, "ours", 50, generator_cpu_percent=85.0)
-    assert saturated.invalid and "| 85! |" in lt.render([saturated], "fake", 300.0)  # type: ignore[attr-defined]
+    assert saturated.invalid and "| 85! |" in lt.render([saturated], "fake", 300.0)
     failures = lt.check([saturated, row(lt, "plain", 50)])
     assert failures == ["ours 50 calls: invalid row (generator CPU 85 % > 70 %)",
                         "ours: no valid level at 50 calls (run one)"]
@@ -165,7 +166,7 @@ def test_repeats_give_the_median_per_level_and_the_spread() -> None:
     for repeat, (p95, ours_cpu) in enumerate([(30.0, 0.22), (90.0, 0.30), (50.0, 0.24)]):
         runs.append(row(lt, "ours", 50, added_p95_ms=p95, cpu_secs_per_call=ours_cpu))
         runs.append(row(lt, "plain", 50, cpu_secs_per_call=0.2))
-        runs[-1].repeat = runs[-2].repeat = repeat  # type: ignore[attr-defined]
+        runs[-1].repeat = runs[-2].repeat = repeat
     medians = {r.bridge: r for r in lt.median_rows(runs)}
     assert medians["ours"].added_p95_ms == 50.0 and medians["ours"].repeat == 3
     assert abs(medians["ours"].cpu_secs_per_call - 0.24) < 1e-9
@@ -176,7 +177,7 @@ def test_repeats_give_the_median_per_level_and_the_spread() -> None:
 def test_the_profile_counts_are_calls_per_media_message() -> None:
     lt = loadtest()
     site = "/x/site-packages/pipecat/processors/frame_processor.py"
-    raw = {
+    raw: dict[tuple[str, int, str], Any] = {
         ("/usr/lib/python3.11/asyncio/queues.py", 1, "put_nowait"): (700, 700, 0.1, 0.1, {}),
         (site, 2, "push_frame"): (500, 600, 0.1, 0.1, {}),
         (site, 3, "__process_frame"): (400, 400, 0.1, 0.1, {}),

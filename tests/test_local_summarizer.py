@@ -197,7 +197,7 @@ def _without_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
         return None if name == "llama_cpp" else real(name, *args, **kwargs)
 
-    monkeypatch.setattr(local_model.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
 
 
 def test_an_explicit_local_without_the_extra_is_a_one_line_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,6 +124,7 @@ async def test_the_history_messages_no_turn_holds_reach_the_model_first_in_their
                           {"role": "developer", "content": "The caller is on a mobile."}]
     down, _ = await run_test(ContextAssembly(session), frames_to_send=[LLMContextFrame(LLMContext(history, tools))],
                              expected_down_frames=[LLMContextFrame])
+    assert isinstance(down[0], LLMContextFrame)
     sent = down[0].context
     # The system and developer messages first, as they stand; then the turn, rebuilt from the lanes.
     assert sent.get_messages() == [history[0], history[2], {"role": "user", "content": "hello"}]
@@ -154,7 +155,7 @@ async def test_an_undeclared_tool_runs_as_a_plain_tool_and_its_result_stays_in_t
     assert {"hours": "9-5"} in [json.loads(m["content"]) for m in llm.received[1] if m["role"] == "tool"]
     # ORD-111111 was never said: the guard refused it and the handler never ran (nothing entered the ledger).
     refused = [e for e in call.session.guard_events if e.rejection is not None]
-    assert [(e.tool, e.rejection["guard"]) for e in refused] == [("lookup_order", "id")]
+    assert [(e.tool, (e.rejection or {})["guard"]) for e in refused] == [("lookup_order", "id")]
     assert "ORD-111111" not in call.session.state.ledger.values()
 
 
@@ -205,11 +206,11 @@ async def test_attach_makes_a_stream_cut_before_its_finish_reason_an_error_of_th
                 yield part
         return chunks()
 
-    llm.get_chat_completions = provider_stream  # type: ignore[method-assign]
+    llm.get_chat_completions = provider_stream  # type: ignore[method-assign,assignment]
     llm.register_function("lookup_order", lookup_order)
     LongCall([guarded_tool(LOOKUP, identifiers=["order_id"])], settings=SETTINGS).attach(llm)
     with pytest.raises(CutStream):
-        async for _ in await llm.get_chat_completions(None):
+        async for _ in await llm.get_chat_completions(LLMContext()):
             pass
     cut.append(SimpleNamespace(choices=[SimpleNamespace(finish_reason="stop")]))
-    assert len([c async for c in await llm.get_chat_completions(None)]) == 2
+    assert len([c async for c in await llm.get_chat_completions(LLMContext())]) == 2

@@ -243,7 +243,8 @@ async def test_a_restored_history_has_the_shapes_pipecats_own_aggregator_gives_t
     from voice_agent.core.transcript import ToolOutcome, TranscriptLane
     from voice_agent.policies.pipecat_builtin import pipecat_history
 
-    calls = [("lookup_account", "t1", {"account_id": "ACC-4729-18"}, {"status": "open", "owner": "Zoë"}),
+    calls: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+        ("lookup_account", "t1", {"account_id": "ACC-4729-18"}, {"status": "open", "owner": "Zoë"}),
              ("schedule_callback", "t2", {"date": "2026-12-14"}, None),
              ("issue_credit", "t3", {"amount": 19.99}, {"status": "cancelled"})]
     context = LLMContext()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pipecat.frames.frames import (
     FunctionCallsStartedFrame,
@@ -39,7 +40,7 @@ def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
 
 
 def toy_llm(stream_delay: float = 0.0) -> ReferenceLLMService:
-    return ReferenceLLMService(TOY.make_brain(), stream_delay=stream_delay)
+    return ReferenceLLMService(TOY.brain(), stream_delay=stream_delay)
 
 
 async def test_context_assembly_replaces_context_and_leaves_history_alone() -> None:
@@ -48,7 +49,8 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
     canonical = LLMContext([{"role": "user", "content": "hi, credit my account"}])
     down, _ = await run_test(ContextAssembly(s), frames_to_send=[LLMContextFrame(canonical)],
                              expected_down_frames=[LLMContextFrame])
-    messages = down[0].context.get_messages()
+    assert isinstance(down[0], LLMContextFrame)
+    messages: list[Any] = down[0].context.get_messages()
     # The prompt travels as the LLM's system instruction; the context starts with the lanes.
     assert "KNOWN FACTS" in messages[0]["content"] and "ACC-1000-01" in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "hi, credit my account"}
@@ -64,7 +66,8 @@ async def test_the_context_stage_gives_the_knowledge_ahead_of_the_caller_to_the_
                              expected_down_frames=[LLMContextFrame])
     # The turn those words open records the retrieval, and its context injects the chunk.
     assert s.retrieval_by_turn == {1: {"status": "hit"}} and s.pending_retrieval == {}
-    assert any("Disputes take up to 10 working days." in str(m["content"]) for m in down[0].context.get_messages())
+    assert isinstance(down[0], LLMContextFrame)
+    assert any("Disputes take up to 10 working days." in str(m) for m in down[0].context.get_messages())
 
 
 async def test_output_guard_replaces_a_card_number_sentence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_raw_turns_never_fewer_than_keep() -> None:
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"keep": 0}, "keep"), ({"every": 0}, "every"), ({"max_context_tokens": 0}, "max_context_tokens"),
 ])
-def test_invalid_policy_is_rejected(kwargs: dict[str, int], message: str) -> None:
+def test_invalid_policy_is_rejected(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         ContextPolicy(**kwargs)
 

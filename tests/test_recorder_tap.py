@@ -27,11 +27,21 @@ class _Worker(BaseObject):
         self._register_event_handler("on_pipeline_error")
 
 
-def tapped() -> tuple[CallSession, CallRecorder, FrameProcessor, FrameProcessor, _Worker]:
+class Clock:
+    """Seconds that move only when the test sets them."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tapped(clock: Clock | None = None) -> tuple[CallSession, CallRecorder, FrameProcessor, FrameProcessor, _Worker]:
     session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
     recorder = CallRecorder(session)
     llm, guard, worker = FrameProcessor(name="llm"), FrameProcessor(name="guard"), _Worker()
-    RecorderTap(recorder, llm, guard).attach(worker)
+    RecorderTap(recorder, llm, guard, clock=clock or Clock()).attach(worker)
     return session, recorder, llm, guard, worker
 
 
@@ -46,17 +56,20 @@ async def report(worker: _Worker, frame: ErrorFrame) -> None:
 
 
 async def test_first_response_counts_the_guards_released_words_not_other_text_passing_it() -> None:
-    session, recorder, llm, guard, _worker = tapped()
+    clock = Clock()
+    session, recorder, llm, guard, _worker = tapped(clock)
     await session.begin_turn("hello")
-    await inference(llm, "hello")
+    await inference(llm, "hello")  # at 100 s
+    clock.now = 100.5
     # A transcription passing the guard (it forwards every other frame, either way) is not the agent speaking.
     await guard._call_event_handler("on_before_push_frame", TranscriptionFrame("hello", "caller", "now"))
     assert recorder.turns[0].first_response_ms is None
+    clock.now = 101.25
     await guard._call_event_handler("on_before_push_frame", LLMTextFrame("Hi there. "))
-    first = recorder.turns[0].first_response_ms
-    assert first is not None and first >= 0
+    assert recorder.turns[0].first_response_ms == 1250  # from the context to the first released words
+    clock.now = 103.0
     await guard._call_event_handler("on_before_push_frame", LLMTextFrame("Anything else? "))
-    assert recorder.turns[0].first_response_ms == first  # the first words only
+    assert recorder.turns[0].first_response_ms == 1250  # the first words only
 
 
 async def test_an_error_before_the_turns_context_is_recorded_on_that_turn_not_the_previous_one() -> None:
@@ -109,7 +122,7 @@ def test_lane_messages_sent_as_user_are_memory_not_the_callers_words() -> None:
     from voice_agent.recording.record import WatchedFact
 
     session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
-    fact = WatchedFact("account", ["ACC-1"], 1, 2, (), None)
+    fact = WatchedFact("account", ("ACC-1",), 1, 2, (), None)
     recorder = CallRecorder(session, [fact])
     session.state.start_turn("hello")
     recorder.context_received([

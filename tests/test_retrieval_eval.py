@@ -49,7 +49,7 @@ class LabelledSearcher:
         return RetrievalResult(query, tuple(ScoredChunk(CHUNKS[i], 0.9, 0.9, 9.0) for i in ids))
 
 
-def test_heldout_set_is_the_size_issue_15_asks_for_and_names_real_chunks() -> None:
+def test_heldout_set_has_its_planned_size_and_names_real_chunks() -> None:
     heldout = next(s for s in DEFAULT_SOURCES if s.name == FLOOR_SET).load()
     assert len(heldout.answerable) >= 60 and len(heldout.unanswerable) >= 20
     assert sum(q.asr_slip for q in heldout.answerable) >= 10

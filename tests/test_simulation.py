@@ -81,7 +81,9 @@ def test_monte_carlo_rolling_matches_the_calculator_and_lanes_keeps_everything()
 @pytest.mark.timeout(300)
 def test_simulate_cli_writes_the_report(tmp_path: Path) -> None:
     out = str(tmp_path / "report.json")
-    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--no-knowledge", "--json", out])
+    # --jobs 1: every run in this process (the Monte Carlo test above runs the worker pool; starting one costs seconds).
+    result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "all", "--no-knowledge", "--jobs", "1",
+                                      "--json", out])
     assert result.exit_code == 0, result.output
     assert "account_id @ turn 31 (said 4)" in result.stdout and "T31" in result.stdout
     report = json.loads(Path(out).read_text())

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ SETTINGS = with_overrides(Settings(), call={"reference_date": SCENARIO.reference
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(backend, open_store keyword arguments) for each backend, Redis on its own server."""
     if request.param == "sqlite":
         yield "sqlite", {"path": str(tmp_path / "calls.sqlite3")}
@@ -45,7 +46,7 @@ def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
 
 
 @pytest.fixture
-def store(store_spec: tuple[str, dict[str, str]]) -> Iterator[CallStore]:
+def store(store_spec: tuple[str, dict[str, Any]]) -> Iterator[CallStore]:
     backend, kwargs = store_spec
     opened = open_store(backend, **kwargs)
     assert opened is not None
@@ -151,7 +152,7 @@ while True:
 """
 
 
-def test_a_writer_killed_mid_write_leaves_a_state_that_loads(store_spec: tuple[str, dict[str, str]]) -> None:
+def test_a_writer_killed_mid_write_leaves_a_state_that_loads(store_spec: tuple[str, dict[str, Any]]) -> None:
     backend, kwargs = store_spec
     target = kwargs.get("path") or kwargs["url"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -353,7 +354,7 @@ def test_the_sqlite_store_and_its_journal_files_are_the_owners_alone(tmp_path: P
 
 
 def test_a_stored_call_whose_fields_do_not_parse_is_reported_as_unreadable(
-        store: CallStore, store_spec: tuple[str, dict[str, str]]) -> None:
+        store: CallStore, store_spec: tuple[str, dict[str, Any]]) -> None:
     from voice_agent.store import UnreadableCall
 
     assert store.save("call-bad", b"{}", turn=2, leg=1, provider_call_id="CABAD")
@@ -543,7 +544,7 @@ def test_a_full_disk_is_reported_as_such(tmp_path: Path, monkeypatch: pytest.Mon
     class FullDisk:
         """A connection whose writes fail as SQLite's do on a full disk (it has rolled back by itself)."""
 
-        def execute(self, sql: str, *args: object) -> object:
+        def execute(self, sql: str, *args: Any) -> object:
             if sql.startswith("INSERT"):
                 raise sqlite3.OperationalError("database or disk is full")
             if sql == "ROLLBACK":

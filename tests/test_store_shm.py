@@ -62,7 +62,7 @@ asyncio.run(main())
 """
 
 
-def run_worker(path: Path, fault: Callable[[Path], None]) -> tuple[int, str, str]:
+def run_worker(path: Path, fault: Callable[[Path], object]) -> tuple[int, str, str]:
     """Runs the worker on the store at ``path``, applies ``fault`` to its ``-shm`` after three saved turns;
     (exit code, stdout, stderr)."""
     proc = subprocess.Popen([sys.executable, "-c", WORKER, str(path)], env={**os.environ, "PYTHONPATH": str(ROOT)},

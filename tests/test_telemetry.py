@@ -47,7 +47,7 @@ def allow_pii() -> InMemorySpanExporter:
 async def run_call(keep: int = 6) -> CallSession:
     session = CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30), keep=keep, every=2),
                           ExtractiveSummarizer())
-    await run_text_call(session, ReferenceLLMService(TOY.make_brain()), LINES)
+    await run_text_call(session, ReferenceLLMService(TOY.brain()), LINES)
     return session
 
 

@@ -257,7 +257,7 @@ def _messages(value: str) -> list[dict[str, Any]]:
         {"role": "system", "content": f"Known facts: account_id={value}"},
         {"role": "user", "content": f"it's {value}, I'm sure"},
     ])
-    return OpenAILLMAdapter().get_messages_for_logging(context)  # type: ignore[no-untyped-call]
+    return OpenAILLMAdapter().get_messages_for_logging(context)
 
 
 def _llm_event(value: str) -> str:
@@ -325,7 +325,7 @@ def _debug_observer(value: str) -> str:
     observer = DebugLogObserver()
     fields = {"function_name": "lookup_account", "tool_call_id": "call_7", "arguments": {"account_id": value},
               "result": f"{value} balance 42.50"}
-    details = ", ".join(f"{name}: {observer._format_value(v)}" for name, v in fields.items())  # type: ignore[no-untyped-call]
+    details = ", ".join(f"{name}: {observer._format_value(v)}" for name, v in fields.items())
     message = f"{class_name} {details} at {time_sec:.2f}s"
     return f"{src} {arrow} {dst}: {message}"
 

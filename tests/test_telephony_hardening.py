@@ -14,7 +14,6 @@ import asyncio
 import base64
 import copy
 import datetime as dt
-import itertools
 import json
 import os
 import signal
@@ -209,7 +208,7 @@ async def test_malformed_known_events_are_dropped_counted_and_the_call_goes_on(p
             for messages in bad.values():
                 for message in messages:
                     await caller.send(message)
-            await asyncio.sleep(0.5)  # the issue: the call used to end ~0.1 s after one of these
+            await asyncio.sleep(0.5)  # the call used to end ~0.1 s after one of these
             assert [r.state for r in bridge.registry.active] == ["active"]
             await caller.speak()
             await caller.agent_audio()  # the agent still hears and answers
@@ -480,35 +479,29 @@ async def test_a_slow_disk_at_a_calls_end_does_not_stall_the_other_calls(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal_module = sys.modules["voice_agent.telephony.journal"]
     real_fsync = os.fsync
-
+    loop = asyncio.get_running_loop()
     threads: set[str] = set()
+    stalled: list[str] = []
 
-    def slow_fsync(fd: int) -> None:  # a disk that takes 1.5 s to confirm each write
+    def slow_fsync(fd: int) -> None:
+        # A disk that confirms a write only once the event loop has run something else (the process's other
+        # calls): an fsync on the loop's own thread would wait for itself, and is caught here, without timing.
         threads.add(threading.current_thread().name)
-        time.sleep(1.5)
+        other_calls_ran = threading.Event()
+        loop.call_soon_threadsafe(other_calls_ran.set)
+        if not other_calls_ran.wait(10):
+            stalled.append(threading.current_thread().name)
         real_fsync(fd)
 
     monkeypatch.setattr(journal_module.os, "fsync", slow_fsync)
     records = tmp_path / "calls"
-    ticks: list[float] = []
-
-    async def ticker() -> None:  # stands for the process's other calls: when the event loop let it run
-        while True:
-            await asyncio.sleep(0.01)
-            ticks.append(time.monotonic())
-
     async with running_bridge(config(transcript_dir=records), factory()) as (bridge, url):
-        ticks.append(time.monotonic())  # from here: the bridge's start-up is not what is measured
-        ticking = asyncio.create_task(ticker())
         result = await twilio_caller(speed=8.0).dial(f"{url}/voice", LINES[:2])
         await wait_for(lambda: len(ended(bridge)) == 1)
-        await wait_for(lambda: len(list(records.glob("*.json"))) == 1, timeout=15)
-        ticks.append(time.monotonic())  # a stall just before this line counts too (the ticker may not have run)
-        ticking.cancel()
+        await wait_for(lambda: len(list(records.glob("*.json"))) == 1, timeout=30)
     assert result.status == "completed"
-    gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
-    # Each end fsyncs twice (the journal's end line, the record file): 3 s on this disk, none of it on the loop.
-    assert max(gaps) < 0.75, f"the event loop stalled for {max(gaps):.2f} s"
+    # Each end fsyncs twice (the journal's end line, the record file): none of it blocks the loop.
+    assert len(threads) >= 1 and stalled == [], f"an fsync waited for the event loop it was blocking: {stalled}"
     assert journal_lines(records)[-1]["type"] == "end"
     # On the records' own threads: asyncio's default pool runs the calls' STT and TTS.
     assert threads and all(name.startswith("call-records") for name in threads), threads

@@ -10,8 +10,9 @@ from aiohttp import web
 
 
 def _events(text: str) -> list[tuple[str, dict[str, Any]]]:
-    message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    message: dict[str, Any] = {
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
     return [
         ("message_start", {"type": "message_start", "message": message}),
         ("content_block_start", {"type": "content_block_start", "index": 0,

@@ -3,7 +3,7 @@
 Three inputs, each labelled by its author and never by the engine under test:
 
 * **Labelled sentences** (``config/evals/dates/sentences.yaml``; its header says what every label
-  means). With the statement reader (``voice_agent.core.dates.read_statements``, when it exists)
+  means). With the statement reader (``voice_agent.core.dates.read_statements``, or one given)
   every sentence is scored for its subject, kind and topic, and every probe for whether the
   statements that bind the probe's tool rule the date out (:func:`binds`, :func:`statement_blocks`;
   an agreement reply's probes are left to the guard, since the reader never sees the agent's
@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from voice_agent.core.dates import read_statements
 from voice_agent.core.guards.date_guard import DateCheck, DateGuard, DateVerdict, parse_date_argument
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import TranscriptLane
@@ -172,16 +173,6 @@ class GuardLike(Protocol):
 
 GuardFactory = Callable[[dt.date], GuardLike]
 """Builds the guard for one reference date (``DateGuard`` itself by default)."""
-
-
-def default_reader() -> tuple[StatementReader | None, str]:
-    """The engine's ``read_statements`` when it can be imported, else None and why not."""
-    try:
-        from voice_agent.core.dates import read_statements  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as exc:
-        return None, f"read_statements not importable ({exc})"
-    reader: StatementReader = read_statements
-    return reader, "voice_agent.core.dates.read_statements"
 
 
 def _value(x: Any) -> str:
@@ -785,10 +776,10 @@ def evaluate_dates(
 
     Args:
         config: Inputs.
-        reader: The statement reader (default: the engine's, when importable).
+        reader: The statement reader (default: the engine's ``read_statements``).
         reader_name: How the report names ``reader``.
         guard_factory: Builds the guard for a reference date (default: :class:`DateGuard`, looked up at call time).
-        use_default_reader: Look the engine's reader up when ``reader`` is None.
+        use_default_reader: Use the engine's ``read_statements`` when ``reader`` is None (False: no reader).
 
     Raises:
         InputError: An input file is missing or malformed.
@@ -799,7 +790,7 @@ def evaluate_dates(
     guard_factory = guard_factory or DateGuard
     why = reader_name or ("given" if reader is not None else "none")
     if reader is None and use_default_reader:
-        reader, why = default_reader()
+        reader, why = read_statements, "voice_agent.core.dates.read_statements"
     items = load_sentences(config.sentences) if config.sentences is not None else None
     records = read_call_records(config.calls) if config.calls is not None else generate_calls(config.n, config.seed)
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ The sets (all in ``config/evals/retrieval/``):
 
 * ``tuning``: the questions the scoring constants were calibrated on;
 * ``tuning-heldout``: the twelve written after that calibration, in the same file;
-* ``heldout``: issue 15's set (73 answerable, 22 unanswerable, 14 with ASR slips), written by reading the
+* ``heldout``: the query rewrite's set (73 answerable, 22 unanswerable, 14 with ASR slips), written by reading the
   knowledge base as a caller would and frozen before any retrieval change;
 * ``blind``: a further 30 + 10, written after ``heldout`` and before any retrieval change, whose misses are never
   printed by default (``--show-failures`` skips it unless ``--blind-failures``), so it stays untuned even
@@ -29,7 +29,7 @@ EVALS_DIR = data_path("evals", "retrieval")
 
 FLOOR_SET = "heldout"
 FLOOR_PRECISION_AT_3 = 0.80
-"""The floor issue 15 sets: precision@3 on the held-out set."""
+"""The floor the held-out set must keep: precision@3 (set when the query rewrite came in)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ of the output guard, which never see the audio, and errors from the worker's
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pipecat.frames.frames import ErrorFrame, Frame, FunctionCallResultFrame, LLMContextFrame, LLMTextFrame
@@ -29,11 +30,14 @@ class RecorderTap:
         llm: The LLM: each context it starts on is what the model received; its tool results are the
             tool calls' outcomes. Its own errors are left to the call's LLM watchdog (recorded here too).
         spoken_from: The processor whose text output is what the caller is given (the output guard).
+        clock: Seconds, for the recorder's times (``first_response_ms``); ``time.perf_counter`` by default.
     """
 
-    def __init__(self, recorder: CallRecorder, llm: FrameProcessor, spoken_from: FrameProcessor) -> None:
+    def __init__(self, recorder: CallRecorder, llm: FrameProcessor, spoken_from: FrameProcessor,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.recorder = recorder
         self._llm = llm
+        self._clock = clock
         self._errors_seen: set[int] = set()
         llm.add_event_handler("on_before_process_frame", self._llm_processing)
         llm.add_event_handler("on_before_push_frame", self._llm_pushing)
@@ -46,7 +50,7 @@ class RecorderTap:
     def _llm_processing(self, _llm: FrameProcessor, frame: Frame) -> None:
         if isinstance(frame, LLMContextFrame):
             messages = [m for m in frame.context.get_messages() if isinstance(m, dict)]
-            self.recorder.context_received(messages, time.perf_counter())
+            self.recorder.context_received(messages, self._clock())
 
     def _llm_pushing(self, _llm: FrameProcessor, frame: Frame) -> None:
         if isinstance(frame, FunctionCallResultFrame):
@@ -57,7 +61,7 @@ class RecorderTap:
         # The handler is not told the direction: LLMTextFrame is what the guard releases downstream (it passes
         # other text frames on either way, e.g. a transcription or the TTS's words going upstream).
         if isinstance(frame, LLMTextFrame):
-            self.recorder.agent_words(time.perf_counter())
+            self.recorder.agent_words(self._clock())
 
     async def _pipeline_error(self, _worker: Any, frame: ErrorFrame) -> None:
         if frame.id in self._errors_seen:

@@ -125,7 +125,7 @@ class E5Embedder:
 class RetrievalConfig:
     """Scoring and cut-off; the defaults were calibrated on the ``answerable``/``unanswerable`` questions of
     ``config/evals/retrieval/calibration.yaml`` only (grid search maximising precision@3 + MRR + nothing-injected;
-    recalibrated for issue 15 after the query rewrite, with near-domain unanswerable questions added to that
+    recalibrated after the query rewrite, with near-domain unanswerable questions added to that
     set). The ``heldout`` section and ``config/evals/retrieval/`` were written apart and never searched over.
 
     Attributes:

@@ -203,6 +203,8 @@ class SpeculativeRetriever:
         config: Debounce, thresholds and size.
         spawn: Starts background tasks; ``asyncio.create_task`` by default. A pipecat processor passes its own
             ``create_task`` so the pipeline's task manager tracks them.
+        clock: Seconds, for :attr:`TurnRetrieval.critical_path_ms`; ``time.perf_counter`` by default (tests pass
+            one that moves only when they say).
 
     Attributes:
         retrievals: Retrievals run so far (speculative and critical-path), for the bench.
@@ -210,10 +212,12 @@ class SpeculativeRetriever:
         turns: The record of every final so far.
     """
 
-    def __init__(self, searcher: Searcher, config: SpeculativeConfig | None = None, spawn: Spawn | None = None) -> None:
+    def __init__(self, searcher: Searcher, config: SpeculativeConfig | None = None, spawn: Spawn | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self._searcher = searcher
         self.config = config or SpeculativeConfig()
         self._spawn: Spawn = spawn or asyncio.create_task
+        self._clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._pending: _Entry | None = None
         self._run_slot = asyncio.Lock()
@@ -308,7 +312,7 @@ class SpeculativeRetriever:
         Returns:
             The turn's record; ``.texts`` are what to inject. The next turn starts after this call.
         """
-        started = time.perf_counter()
+        started = self._clock()
         tokens = normalise_tokens(text)
         key = " ".join(tokens)
         token_set = frozenset(tokens)
@@ -363,7 +367,7 @@ class SpeculativeRetriever:
         return TurnRetrieval(
             status=status,
             source=source,
-            critical_path_ms=(time.perf_counter() - started) * 1000,
+            critical_path_ms=(self._clock() - started) * 1000,
             final_query=final_key,
             matched_query=entry.key,
             similarity=similarity,
