@@ -51,10 +51,11 @@ async def test_kill_9_while_the_agent_answers_loses_nothing_the_caller_said(tmp_
             await asyncio.sleep(0.2)
         # Worker A first while it lives; then B.
         async with ReadyProxy([("127.0.0.1", a.port), ("127.0.0.1", b.port)]) as proxy:
-            # No ears: what the caller heard is judged from the workers' records, not re-transcribed here. A long
-            # wait for each reply: on a loaded machine one can start late, and a caller who speaks on interrupts it.
+            # No ears: what the caller heard is judged from the workers' records, not re-transcribed here. Long
+            # waits for each reply and for its end: on a loaded machine a reply can start late or pause between
+            # chunks, and a caller who speaks on interrupts it.
             emulator = TwilioCallerEmulator(caller_voice("piper"), None,
-                                            EmulatorConfig(speed=3.0, silence_secs=0.6, reply_timeout_secs=90))
+                                            EmulatorConfig(speed=3.0, silence_secs=1.5, reply_timeout_secs=90))
             dialing = asyncio.create_task(emulator.dial(f"{proxy.url}/voice", LINES, max_legs=3))
             while True:  # the caller is hearing the reply to the account number
                 turns = emulator._result.turns if emulator._result else []

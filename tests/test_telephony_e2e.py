@@ -42,10 +42,11 @@ async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp
     config = ServerConfig(port=0, stack=AudioStack.named("default"), idle_timeout_secs=None, transcript_dir=tmp_path)
     voice, ears = caller_voice("piper"), agent_ears("whisper")
     async with running_bridge(config, factory(SCENARIO.reference_date or dt.date.today())) as (bridge, url):
-        # A generous wait for each reply: on a loaded machine a reply can start after the default 20 s, and a
-        # caller who speaks on interrupts it (a hang guard, not a measure: latencies are the benchmarks').
-        emulator = TwilioCallerEmulator(voice, ears, EmulatorConfig(speed=3.0, silence_secs=0.6, reply_timeout_secs=90),
-                                        tmp_path)
+        # Generous waits (hang guards, not measures): on a loaded machine a reply can start after the default
+        # 20 s, and the agent's speech can pause for more than 0.6 s between chunks; a caller who then speaks on
+        # interrupts the reply and the turn is lost.
+        config = EmulatorConfig(speed=3.0, silence_secs=1.5, reply_timeout_secs=90)
+        emulator = TwilioCallerEmulator(voice, ears, config, tmp_path)
         result = await emulator.dial(f"{url}/voice", LINES)
         for _ in range(200):
             if bridge.registry.all() and bridge.registry.all()[-1].state == "ended":
