@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -730,3 +731,35 @@ def test_one_address_sending_bare_webhooks_cannot_hold_every_slot_against_anothe
     signed = CallRegistry(max_calls=1, token_ttl=10, grace=3.0)
     assert signed.reserve(Provider.TWILIO, "CAS1") is not None
     assert signed.reserve(Provider.TWILIO, "CAS2") is None
+
+
+def test_warm_up_runs_the_reference_agent_only_for_calls_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voice_agent.call_factory import CallParts
+    from voice_agent.domains.base import Domain
+    from voice_agent.services.fake_llm import FakeLLM
+
+    runs: list[str] = []
+    real_brain = Domain.brain
+
+    class Counting:
+        def __init__(self, brain: Any) -> None:
+            self.brain = brain
+
+        def respond(self, *args: Any) -> Any:
+            runs.append("brain")
+            return self.brain.respond(*args)
+
+    def counting_brain(self: Domain) -> Any:
+        return Counting(real_brain(self))
+
+    monkeypatch.setattr(Domain, "brain", counting_brain)
+    reference = factory()
+
+    def other_llm(call_id: str) -> CallParts:
+        parts = reference(call_id)
+        return dataclasses.replace(parts, llm=FakeLLM({}))
+
+    VoiceBridge(config(), other_llm).warm_up()
+    assert runs == []  # an OpenAI (here: scripted) call never runs the stand-in agent
+    VoiceBridge(config(), reference).warm_up()
+    assert runs == ["brain", "brain"]

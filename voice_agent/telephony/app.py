@@ -33,7 +33,9 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocketDisconnect
 
 from voice_agent.call_factory import CallFactory
+from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.retrieval.index import shared_index
+from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.store.base import StoredCall, StoreError, UnreadableCall
 from voice_agent.telephony.accept_gate import AcceptGate
 from voice_agent.telephony.bridge import EndReason
@@ -510,11 +512,15 @@ class VoiceBridge:
             shared_index()  # a first run embeds the knowledge base (seconds); later runs read the cache
         try:
             parts = self.factory("warm-up")
-            brain = parts.session.domain.brain()
-            today = parts.session.config.reference_date.isoformat()
-            for text in ("Hello, is this the right line?", "It's about the October one; call me after the 14th."):
-                brain.respond([{"role": "system", "content": f"Today is {today}."}, {"role": "user", "content": text}],
-                              [t.name for t in parts.session.domain.tools])
+            reference = parts.session.config.reference_date
+            # The date engine serves every call (the guards read the caller's dates); the reference agent only
+            # the calls it answers.
+            extract_constraints("Call me after the 14th, not before the 1st of December.", reference)
+            if isinstance(parts.llm, ReferenceLLMService):
+                brain = parts.session.domain.brain()
+                for text in ("Hello, is this the right line?", "It's about the October one; call me after the 14th."):
+                    brain.respond([{"role": "system", "content": f"Today is {reference.isoformat()}."},
+                                   {"role": "user", "content": text}], [t.name for t in parts.session.domain.tools])
         except Exception as exc:  # warm-up is an optimisation; a failure here shows up in the first call
             logger.warning("warm-up of the call path failed: {}", exc)
         self.ready = True
