@@ -45,6 +45,9 @@ from voice_agent.retrieval.speculative import Searcher, SpeculativeConfig, Specu
 class KnowledgeFrame(DataFrame):
     """The knowledge retrieved for the caller's final words, on its way to the context stage ahead of them.
 
+    Uninterruptible: a barge-in keeps the caller's words in the user aggregator, so it must keep their knowledge
+    too (else the turn would be answered with the previous turn's chunks).
+
     Parameters:
         texts: Chunk texts the turn's context injects.
         record: What the retrieval did (:meth:`TurnRetrieval.to_dict`), for the turn's record.
@@ -52,6 +55,7 @@ class KnowledgeFrame(DataFrame):
 
     texts: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
+    interruptible: bool = field(default=False, init=False)
 
     def __str__(self) -> str:
         return f"{self.name}(chunks: {len(self.texts)}, status: {self.record.get('status')})"

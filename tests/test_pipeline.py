@@ -61,6 +61,7 @@ async def test_context_assembly_replaces_context_and_leaves_history_alone() -> N
 async def test_the_context_stage_gives_the_knowledge_ahead_of_the_caller_to_the_session_and_no_further() -> None:
     s = session()
     knowledge = KnowledgeFrame(texts=["Disputes take up to 10 working days."], record={"status": "hit"})
+    assert not knowledge.interruptible  # a barge-in keeps the caller's words, and so their knowledge
     canonical = LLMContext([{"role": "user", "content": "how long does a dispute take"}])
     down, _ = await run_test(ContextAssembly(s), frames_to_send=[knowledge, LLMContextFrame(canonical)],
                              expected_down_frames=[LLMContextFrame])

@@ -45,8 +45,8 @@ async def test_scripted_call_with_real_audio_credits_the_account_given_early(tmp
         # Generous waits (hang guards, not measures): on a loaded machine a reply can start after the default
         # 20 s, and the agent's speech can pause for more than 0.6 s between chunks; a caller who then speaks on
         # interrupts the reply and the turn is lost.
-        config = EmulatorConfig(speed=3.0, silence_secs=1.5, reply_timeout_secs=90)
-        emulator = TwilioCallerEmulator(voice, ears, config, tmp_path)
+        caller = EmulatorConfig(speed=3.0, silence_secs=1.5, reply_timeout_secs=90)
+        emulator = TwilioCallerEmulator(voice, ears, caller, tmp_path)
         result = await emulator.dial(f"{url}/voice", LINES)
         for _ in range(200):
             if bridge.registry.all() and bridge.registry.all()[-1].state == "ended":

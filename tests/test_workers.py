@@ -537,6 +537,8 @@ def test_the_least_loaded_worker_accepts_and_a_dead_workers_calls_wait_for_its_r
     held = should_accept(10, 20, 2, [], 0.5)
     assert not held.accept and "wait for its replacement" in held.why
     assert should_accept(10, 20, 2, [], MAX_DEAF_SECS).accept  # never deaf for longer than a webhook waits
+    waited = should_accept(10, 20, 2, [], MAX_DEAF_SECS)
+    assert waited.waited_out and should_accept(11, 21, 2, [], 0, waited_out=True).accept  # once per absence
     assert should_accept(10, 20, 2, other(0), 0).accept is False  # the replacement is up: it takes them
     assert should_accept(0, 0, 2, [], 0).accept  # start-up, the other still warming: nothing waits for it
     assert should_accept(5, 20, 2, other(9, age=60), 0).accept  # a silent worker is missing, not the least loaded

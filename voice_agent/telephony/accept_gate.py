@@ -35,9 +35,10 @@ STALE_SECS = 3.0
 """A worker that has said nothing for this long is missing (stalled; a dead one is missing at once). A worker
 just started, or on a busy machine, can miss a few beats: taken for missing, it was not given its share."""
 
-MAX_DEAF_SECS = 10.0
-"""Longest a worker stops accepting while no other worker accepts (a provider's request waits in the queue
-meanwhile; Twilio gives a webhook 15 s). A replacement starts in 2 to 8 s on a busy 2-core machine."""
+MAX_DEAF_SECS = 8.0
+"""Longest a worker stops accepting for a missing worker's replacement, once per absence (a provider's request
+waits in the queue meanwhile: Twilio gives a webhook 15 s, and a stream's token lives 10 s). A replacement
+starts in 2 to 8 s on a busy 2-core machine."""
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,12 @@ class Decision:
 
     accept: bool
     why: str
+    waited_out: bool = False
+    """The wait for a missing worker's replacement ran out (the worker then takes calls until the group is whole)."""
 
 
-def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], deaf_secs: float) -> Decision:
+def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], deaf_secs: float,
+                  waited_out: bool = False) -> Decision:
     """Whether a worker running ``live`` calls takes new connections now.
 
     Args:
@@ -57,19 +61,22 @@ def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], de
         group: Workers the group runs when none is missing.
         others: What the other workers last said of themselves.
         deaf_secs: How long this worker has not been accepting.
+        waited_out: This worker already waited :data:`MAX_DEAF_SECS` for the missing worker's replacement
+            during this absence: it does not stop for it again.
     """
     present = [w for w in others if w.age_secs < STALE_SECS]
-    # The least loaded worker never stops (ties all go on), so some worker always accepts: no flag of another
-    # worker's, read a beat late, is trusted for that.
+    # With every worker present, the least loaded never stops (ties all go on): no flag of another worker's, read
+    # a beat late, is trusted for that. While one is missing, a survivor waits for its replacement once, bounded.
     if present and live > (least := min(w.live for w in present)):
         return Decision(False, f"another worker runs fewer calls ({least} < {live})")
     waiting = busy - live - sum(w.live for w in present)  # slots held that no worker here streams: a dead one's
     share = math.ceil(busy / max(1, group))
     if len(present) + 1 < group and waiting > 0 and live >= share:
-        if deaf_secs < MAX_DEAF_SECS:
+        if deaf_secs < MAX_DEAF_SECS and not waited_out:
             return Decision(False, f"a worker is missing; {waiting} call(s) wait for its replacement "
                                    f"({live} >= {share} of {busy})")
-        return Decision(True, f"a worker is missing, and this one stopped {deaf_secs:.0f} s ago")
+        return Decision(True, "a worker is missing, and this one waited for its replacement long enough",
+                        waited_out=True)
     return Decision(True, f"fewest calls: {live} here, {busy} held, {len(present)} other worker(s) present")
 
 
@@ -100,6 +107,8 @@ class AcceptGate:
         self._seen_at = 0.0
         self._why = ""
         self.pauses = 0
+        self._unshared = False
+        self._waited_out = False  # set when the wait for a missing worker's replacement ran out; reset once whole
         self._deciding = asyncio.Lock()  # streams starting and the beat decide one at a time (one listener at most)
 
     async def run(self) -> None:
@@ -109,8 +118,14 @@ class AcceptGate:
                 self._busy, self._others = await self.fleet.beat(self.live(), self.accepting)
                 self._seen_at = time.monotonic()
             except FleetUnavailable as exc:
-                logger.error("fleet: load not shared ({}); accepting meanwhile", exc)
-                self._others = []
+                if not self._unshared:
+                    logger.error("fleet: load not shared ({}); accepting meanwhile", exc)
+                # Nothing known of the group: no worker is waited for, and this one accepts.
+                self._busy, self._others, self._unshared = 0, [], True
+            else:
+                if self._unshared:
+                    logger.info("fleet: load shared again")
+                self._unshared = False
             await self.check()
             await asyncio.sleep(BEAT_SECS)
 
@@ -128,7 +143,14 @@ class AcceptGate:
         deaf = 0.0 if self.accepting else now - self._deaf_since
         if not self._others and self.group <= 1:
             return
-        decision = should_accept(self.live(), self._busy, self.group, others, deaf)
+        if self._unshared:
+            others = []
+        if len([w for w in others if w.age_secs < STALE_SECS]) + 1 >= self.group:
+            self._waited_out = False
+        decision = should_accept(self.live(), self._busy, self.group, others, deaf, self._waited_out)
+        self._waited_out = self._waited_out or decision.waited_out
+        if self._unshared and not decision.accept:
+            decision = Decision(True, "the fleet's load is not known")
         if decision.accept == self.accepting:
             return
         if decision.why != self._why:

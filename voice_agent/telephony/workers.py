@@ -113,7 +113,9 @@ def run_workers(count: int, sock: socket.socket, worker: Callable[[WorkerSlot], 
     supervisor = os.getpid()
     # What a worker is forked with: a replacement forked later must not inherit the supervisor's forwarding
     # handlers (a stop during its warm-up was then forwarded again by it, to its siblings, and it went on serving).
-    handlers = {sig: signal.getsignal(sig) for sig in FORWARDED}
+    # Python's SIGINT handler raises KeyboardInterrupt (a worker still warming up would exit 1, not stop cleanly).
+    handlers = {sig: signal.SIG_DFL if h is None or h is signal.default_int_handler else h
+                for sig, h in ((sig, signal.getsignal(sig)) for sig in FORWARDED)}
     stopping: list[int] = []
     with tempfile.TemporaryDirectory(prefix="voice-agent-fleet-") as directory:
         fleet_path = Path(directory) / FLEET_FILE
@@ -231,8 +233,7 @@ def _worker_main(worker: Callable[[WorkerSlot], None], slot: WorkerSlot, supervi
     if os.getppid() != supervisor:  # the supervisor died before the request above took effect
         os._exit(1)
     for sig, handler in handlers.items():  # still blocked: a stop already sent reaches these, not the supervisor's
-        if handler is not None:
-            signal.signal(sig, handler)
+        signal.signal(sig, handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     worker(slot)
 
