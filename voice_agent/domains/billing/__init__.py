@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from voice_agent.domains.base import Domain
 from voice_agent.domains.billing.backend import BillingBackend
-from voice_agent.domains.billing.brain import BillingReferenceBrain, choose_callback_date
+from voice_agent.domains.billing.brain import SPOKEN_ID_SHAPES, BillingReferenceBrain, choose_callback_date
 from voice_agent.domains.billing.handoff import handoff_card, render_handoff_card
 from voice_agent.domains.billing.slots import BillingSlots
 from voice_agent.domains.billing.tools import BILLING_TOOLS
@@ -55,7 +55,7 @@ def billing_domain(backend: BillingBackend | None = None) -> Domain:
             # A served call's line to its provider: transfer_to_human then moves the phone call.
             "use_transfer": store.use_transfer,
             # How callers spell identifiers out loud (# digit, X letter or digit), for the audio path.
-            "spoken_id_shapes": ("ACC-####-##", "INV-####-####", "ORD-XXXXXX"),
+            "spoken_id_shapes": SPOKEN_ID_SHAPES,
             # The ledger role of an identifier the caller states, by its shape (the tools' own roles).
             "spoken_id_roles": {"ACC-####-##": "account", "INV-####-####": "invoice", "ORD-XXXXXX": "order"},
             "recognizer_topic": "A billing support call about an account, invoices, a disputed charge, credits "

@@ -41,7 +41,10 @@ _INVOICE = re.compile(r"\bINV[-\s](\d{4})[-\s](\d{4})\b", re.IGNORECASE)
 _ORDER = re.compile(r"\bORD[-\s]([A-Z0-9]{6})\b", re.IGNORECASE)
 
 
-_SHAPES = id_shapes(("ACC-####-##", "INV-####-####", "ORD-XXXXXX"))
+SPOKEN_ID_SHAPES = ("ACC-####-##", "INV-####-####", "ORD-XXXXXX")
+"""How callers spell the billing identifiers out loud (# a digit, X a letter or digit)."""
+
+_SHAPES = id_shapes(SPOKEN_ID_SHAPES)
 """How the billing identifiers are spelled out ("o r d 7 k 4 m 2 p", "a c c 33 18 52"): a model reads those as
 the identifiers they are, and so does this brain."""
 
