@@ -540,6 +540,7 @@ def test_the_least_loaded_worker_accepts_and_a_dead_workers_calls_wait_for_its_r
     assert waited.waited_out and should_accept(11, 21, 2, [], 0, waited_out=True).accept  # once per absence
     assert should_accept(10, 20, 2, other(0), 0).accept is False  # the replacement is up: it takes them
     assert should_accept(0, 0, 2, [], 0).accept  # start-up, the other still warming: nothing waits for it
+    assert should_accept(7, 0, 2, [], 0).accept  # the fleet file unreadable (nothing known, nothing held): accept
     assert should_accept(5, 20, 2, other(9, age=60), 0).accept  # a silent worker is missing, not the least loaded
 
 

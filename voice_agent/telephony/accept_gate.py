@@ -144,13 +144,11 @@ class AcceptGate:
         if not self._others and self.group <= 1:
             return
         if self._unshared:
-            others = []
+            others = []  # with nothing held (busy 0) nothing is waited for: this worker accepts
         if len([w for w in others if w.age_secs < STALE_SECS]) + 1 >= self.group:
             self._waited_out = False
         decision = should_accept(self.live(), self._busy, self.group, others, deaf, self._waited_out)
         self._waited_out = self._waited_out or decision.waited_out
-        if self._unshared and not decision.accept:
-            decision = Decision(True, "the fleet's load is not known")
         if decision.accept == self.accepting:
             return
         if decision.why != self._why:
