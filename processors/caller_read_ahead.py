@@ -1,6 +1,6 @@
 """Reads the caller's words ahead: each interim transcript is read as its turn will read it, before the final.
 
-A thin adapter over :meth:`voice_agent.session.CallSession.read_ahead_caller`, placed just before the user
+A thin adapter over :meth:`voice_agent.call.session.CallSession.read_ahead_caller`, placed just before the user
 aggregator. In audio mode the Whisper partial that covers the segment stands for the final, with its text
 (``processors.whisper_interims``; its interim, when it ends before the VAD stop), so the turn that final
 opens takes the dates and identifiers read here instead of reading them while the caller waits. The read is
@@ -21,7 +21,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 
 class CallerReader(Protocol):
-    """What the processor calls: :class:`voice_agent.session.CallSession`."""
+    """What the processor calls: :class:`voice_agent.call.session.CallSession`."""
 
     call_id: str
 

@@ -17,7 +17,7 @@ from voice_agent.services.provider_hooks import MessageDialect
 
 
 class AssemblySession(Protocol):
-    """What the context stage uses of the call (:class:`voice_agent.session.CallSession`)."""
+    """What the context stage uses of the call (:class:`voice_agent.call.session.CallSession`)."""
 
     @property
     def uses_pipeline_context(self) -> bool:

@@ -24,7 +24,7 @@ processors sharing one :class:`LLMWatchdog`::
   (response start, text, response end): the output guard reviews it, TTS says it, the turn log records
   it as the agent's words and closes the turn, the assistant aggregator adds it to the history. For a
   transfer it first runs the domain's transfer tool through the guarded tool layer
-  (:meth:`~voice_agent.session.CallSession.execute_tool`), which builds the handoff card. The outlet
+  (:meth:`~voice_agent.call.session.CallSession.execute_tool`), which builds the handoff card. The outlet
   also notes the contexts of re-runs (they travel upstream).
 
 Every failed attempt is logged in ``session.llm_failures``: the recorder (``TurnRecord.errors``) and
@@ -78,7 +78,7 @@ from voice_agent.services.cut_streams import CutStream
 
 
 class WatchdogSession(Protocol):
-    """What the watchdog uses of the call (:class:`voice_agent.session.CallSession`)."""
+    """What the watchdog uses of the call (:class:`voice_agent.call.session.CallSession`)."""
 
     @property
     def call_id(self) -> str:

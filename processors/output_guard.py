@@ -20,7 +20,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 class OutputSession(Protocol):
-    """What the output guard stage uses of the call (:class:`voice_agent.session.CallSession`)."""
+    """What the output guard stage uses of the call (:class:`voice_agent.call.session.CallSession`)."""
 
     def review_output(self, text: str) -> OutputVerdict:
         """The guard's verdict on one sentence the agent is about to speak."""

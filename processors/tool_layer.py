@@ -38,7 +38,7 @@ class HoldingLine(Protocol):
 
 
 class ToolSession(Protocol):
-    """What the tool layer uses of the call (:class:`voice_agent.session.CallSession`): its tools and guards."""
+    """What the tool layer uses of the call (:class:`voice_agent.call.session.CallSession`): its tools and guards."""
 
     @property
     def domain(self) -> Domain:

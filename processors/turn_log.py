@@ -17,7 +17,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 
 class TurnLogSession(Protocol):
-    """What the turn log uses of the call (:class:`voice_agent.session.CallSession`)."""
+    """What the turn log uses of the call (:class:`voice_agent.call.session.CallSession`)."""
 
     @property
     def turn(self) -> int:

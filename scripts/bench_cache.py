@@ -59,6 +59,7 @@ from pipecat.services.llm_service import LLMService  # noqa: E402
 from pipecat.services.settings import LLMSettings  # noqa: E402
 
 from processors.speculative_retrieval import SpeculativeRetrieval  # noqa: E402
+from voice_agent.call.session import CallSession  # noqa: E402
 from voice_agent.core.assembler import (  # noqa: E402
     constraints_message,
     entries_to_messages,
@@ -67,8 +68,8 @@ from voice_agent.core.assembler import (  # noqa: E402
 )
 from voice_agent.core.caller_history import message_text  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
-from voice_agent.evaluation.long_calls import long_call  # noqa: E402
-from voice_agent.evaluation.prompt_cache import (  # noqa: E402
+from voice_agent.harness.evaluation.long_calls import long_call  # noqa: E402
+from voice_agent.harness.evaluation.prompt_cache import (  # noqa: E402
     CACHE_PRICE,
     CHARS_PER_TOKEN,
     PRICES,
@@ -78,17 +79,16 @@ from voice_agent.evaluation.prompt_cache import (  # noqa: E402
     cost_of,
     request_of,
 )
+from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402
+from voice_agent.harness.simulation.report import outcome_of  # noqa: E402
+from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, scenario_facts  # noqa: E402
+from voice_agent.harness.simulation.text_call import CallFailed, TurnTimeout, run_text_call  # noqa: E402
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.lanes import LanesPolicy  # noqa: E402
 from voice_agent.recording.record import CallRecorder  # noqa: E402
 from voice_agent.retrieval.index import shared_index  # noqa: E402
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION  # noqa: E402
-from voice_agent.scenarios import Scenario, load_scenario  # noqa: E402
-from voice_agent.session import CallSession  # noqa: E402
 from voice_agent.settings import Settings, load_settings, with_overrides  # noqa: E402
-from voice_agent.simulation.report import outcome_of  # noqa: E402
-from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts  # noqa: E402
-from voice_agent.simulation.text_call import CallFailed, TurnTimeout, run_text_call  # noqa: E402
 from voice_agent.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 
 

@@ -43,6 +43,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil
 
 from processors.context_assembly import ContextAssembly
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
@@ -51,8 +52,7 @@ from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tokens import estimate_message_tokens
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.billing import billing_domain
-from voice_agent.session import CallSession, SessionConfig
-from voice_agent.stats import percentile
+from voice_agent.harness.stats import percentile
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 

@@ -18,7 +18,7 @@ from voice_agent.core.guards.id_guard import IdGuard
 from voice_agent.core.ledger import Ledger
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import TranscriptLane
-from voice_agent.evaluation.date_table import REFERENCE, TABLE
+from voice_agent.harness.evaluation.date_table import REFERENCE, TABLE
 
 SCHEDULE = ToolSpec("schedule_callback", "", (ToolParam("date", "d", kind=ParamKind.DATE),), mutates=True)
 AGENT_LINES = (

@@ -43,8 +43,8 @@ from voice_agent.audio.codec import Int16Array, resample, rms_dbfs  # noqa: E402
 from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial  # noqa: E402
 from voice_agent.audio.stack import AudioStack, caller_voice  # noqa: E402
 from voice_agent.audio.whisper_stt import make_whisper_stt  # noqa: E402
+from voice_agent.harness.scenarios import load_scenario  # noqa: E402
 from voice_agent.retrieval.speculative import normalise  # noqa: E402
-from voice_agent.scenarios import load_scenario  # noqa: E402
 
 RATE = 16000
 FRAME = 320  # samples: 20 ms

@@ -34,18 +34,18 @@ if str(ROOT) not in sys.path:
 
 from loguru import logger  # noqa: E402
 
-from voice_agent import paraphrases  # noqa: E402
-from voice_agent.call_factory import CallParts  # noqa: E402
+from voice_agent.call.factory import CallParts  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
-from voice_agent.evaluation.real_retention import find_fact  # noqa: E402
+from voice_agent.harness import paraphrases  # noqa: E402
+from voice_agent.harness.evaluation.real_retention import find_fact  # noqa: E402
+from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer  # noqa: E402
+from voice_agent.harness.simulation.report import RunOutcome, policy_report  # noqa: E402
+from voice_agent.harness.simulation.runner import SimulationPlan, fault_tracked, run_once, run_plan, scenario_facts  # noqa: E402
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.base import PolicySummarizer  # noqa: E402
 from voice_agent.recording.record import TurnRecord  # noqa: E402
-from voice_agent.scenarios import Scenario, load_scenario  # noqa: E402
 from voice_agent.settings import load_settings, with_overrides  # noqa: E402
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer  # noqa: E402
-from voice_agent.simulation.report import RunOutcome, policy_report  # noqa: E402
-from voice_agent.simulation.runner import SimulationPlan, fault_tracked, run_once, run_plan, scenario_facts  # noqa: E402
 from voice_agent.summarizers.extractive import parse_text_summary  # noqa: E402
 from voice_agent.summarizers.local import LocalConfig, LocalSummarizer, default_threads  # noqa: E402
 

@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from voice_agent.harness.scenarios import list_scenarios, load_scenario  # noqa: E402
+from voice_agent.harness.stats import percentile  # noqa: E402
 from voice_agent.retrieval.index import HybridIndex  # noqa: E402
 from voice_agent.retrieval.speculative import SpeculativeConfig, SpeculativeRetriever, TurnRetrieval  # noqa: E402
-from voice_agent.scenarios import list_scenarios, load_scenario  # noqa: E402
-from voice_agent.stats import percentile  # noqa: E402
 
 
 @dataclass

@@ -40,11 +40,11 @@ from loguru import logger  # noqa: E402
 
 from tests.fleet_worker import WorkerProcess  # noqa: E402
 from tests.redis_server import redis_server  # noqa: E402
-from voice_agent.call_factory import CallParts, build_call  # noqa: E402
-from voice_agent.scenarios import load_scenario  # noqa: E402
+from voice_agent.call.factory import CallParts, build_call  # noqa: E402
+from voice_agent.harness.scenarios import load_scenario  # noqa: E402
+from voice_agent.harness.simulation.runner import caller_lines  # noqa: E402
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call  # noqa: E402
 from voice_agent.settings import Settings, with_overrides  # noqa: E402
-from voice_agent.simulation.runner import caller_lines  # noqa: E402
-from voice_agent.simulation.text_call import CallerLine, run_text_call  # noqa: E402
 from voice_agent.store import CallStore, encode, open_store, restore  # noqa: E402
 from voice_agent.store.codec import counts, decode_changes, encode_changes  # noqa: E402
 from voice_agent.store.sqlite import SQLiteCallStore  # noqa: E402

@@ -22,7 +22,7 @@ from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction_trigger import CompactionTrigger
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.transcript import ToolOutcome
-from voice_agent.stats import percentile
+from voice_agent.harness.stats import percentile
 
 TOPICS = ("the router", "roaming", "the mobile app", "paperless letters", "the family plan", "voicemail")
 STRETCHES = ((1, 10), (11, 100), (101, 1000))

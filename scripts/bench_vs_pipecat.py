@@ -42,14 +42,14 @@ if str(ROOT) not in sys.path:
 
 from loguru import logger  # noqa: E402
 
-from voice_agent import paraphrases  # noqa: E402
 from voice_agent.core.summary import EpisodeSummary  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
+from voice_agent.harness import paraphrases  # noqa: E402
+from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402
+from voice_agent.harness.simulation.runner import PARAPHRASED, SCRIPTED, SimulationPlan, run_once  # noqa: E402
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.base import PolicySummarizer  # noqa: E402
-from voice_agent.scenarios import Scenario, load_scenario  # noqa: E402
 from voice_agent.settings import Settings, load_settings, with_overrides  # noqa: E402
-from voice_agent.simulation.runner import PARAPHRASED, SCRIPTED, SimulationPlan, run_once  # noqa: E402
 from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer  # noqa: E402
 
 SCENARIOS = ("billing_dispute", "refund_orders", "callback_constraints")

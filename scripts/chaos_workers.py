@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voice_agent.audio.stack import caller_voice  # noqa: E402
-from voice_agent.scenarios import load_scenario  # noqa: E402
+from voice_agent.harness.scenarios import load_scenario  # noqa: E402
 from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator  # noqa: E402
 
 TOKEN = "chaos-webhook-token"

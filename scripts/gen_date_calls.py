@@ -1,6 +1,6 @@
 """Writes the generated date-guard calls (clean, bad and stale twins) as JSON Lines.
 
-The same calls ``voice-agent eval dates`` scores; see voice_agent/evaluation/date_calls.py for
+The same calls ``voice-agent eval dates`` scores; see voice_agent/harness/evaluation/date_calls.py for
 what a call holds and where its labels come from.
 
     .venv/bin/python scripts/gen_date_calls.py OUT.jsonl [--n 60] [--seed 0]
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from voice_agent.evaluation.date_calls import write_calls
+from voice_agent.harness.evaluation.date_calls import write_calls
 
 
 def main() -> None:

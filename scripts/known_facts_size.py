@@ -19,12 +19,12 @@ import statistics
 from loguru import logger
 
 from voice_agent.domains.billing import billing_domain
-from voice_agent.evaluation.replay import known_facts_tokens
+from voice_agent.harness.evaluation.replay import known_facts_tokens
+from voice_agent.harness.scenarios import list_scenarios, load_scenario
+from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, scenario_facts
+from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import list_scenarios, load_scenario
 from voice_agent.settings import load_settings, with_overrides
-from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts
-from voice_agent.simulation.text_call import run_text_call
 
 
 async def sizes(name: str) -> dict[int, int]:
@@ -51,7 +51,7 @@ async def sizes(name: str) -> dict[int, int]:
 
 def sgd_sizes(path: str) -> list[list[int]]:
     """Per replayed call record, the KNOWN FACTS block's tokens at each exchange (lanes, both speakers)."""
-    from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+    from voice_agent.harness.evaluation.replay import ReplayConfig, evaluate_file
 
     result = evaluate_file(path, ReplayConfig(policies=(PolicyName.LANES,), replay="all"))
     return [list(r.known_facts_tokens.get(PolicyName.LANES.value, {}).values()) for r in result.replays]

@@ -4,7 +4,7 @@
 Three kinds of process, so each one's CPU is measured alone:
 
 - the bridge (``--bridge ours``: the served call, ``voice_agent.telephony.server``; ``plain``: pipecat's
-  textbook pipeline, :mod:`voice_agent.evaluation.plain_bridge`; ``ours-no-interims``: ours with
+  textbook pipeline, :mod:`voice_agent.harness.evaluation.plain_bridge`; ``ours-no-interims``: ours with
   Whisper's interims off, for ``--stack default``), with ``--workers`` processes on one port (one socket
   the supervisor binds and the workers inherit; three by default, one more than this machine's cores);
 - the load generator: one event loop, every call's 20 ms µ-law frames sent from one ticker as
@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voice_agent.stats import percentile  # noqa: E402  # after the path is set
+from voice_agent.harness.stats import percentile  # noqa: E402  # after the path is set
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, check_young_threshold  # noqa: E402
 
 BUDGET_MS = 100.0
@@ -183,7 +183,7 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
     # speculation and final reuse), beside ours in the same run.
     stack = AudioStack.named(stack_name).with_script(lines).with_interims(bridge != NO_INTERIMS)
     if bridge == "plain":
-        from voice_agent.evaluation.plain_bridge import serve_plain
+        from voice_agent.harness.evaluation.plain_bridge import serve_plain
 
         sock = slot.sock if slot is not None else None
         main: Any = serve_reporting(lambda ready: serve_plain(stack, "127.0.0.1", port, sock=sock, ready=ready,
@@ -207,7 +207,7 @@ def _serve_one(port: int, bridge: str, stack_name: str, max_calls: int, lines: l
 
 
 def _ours(port: int, stack: Any, max_calls: int, slot: Any, gc_young_threshold: int, transcripts: Path | None) -> Any:
-    from voice_agent.call_factory import call_factory
+    from voice_agent.call.factory import call_factory
     from voice_agent.settings import SettingsError, load_settings, with_overrides
     from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.process import serve
@@ -819,7 +819,7 @@ def main() -> int:
     parser.add_argument("--generate", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    from voice_agent.scenarios import load_scenario
+    from voice_agent.harness.scenarios import load_scenario
 
     lines = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"][: max(1, args.turns)]
     levels = [int(n) for n in str(args.calls).split(",") if n.strip()]

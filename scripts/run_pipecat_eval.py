@@ -7,7 +7,7 @@ scenarios with deterministic checks only need no judge, no LLM and no network.
 
 Usage, from the repository root::
 
-    .venv/bin/python -m voice_agent.eval_bot --port 7860 --keep 2 --every 2 --reference-date 2026-11-30 &
+    .venv/bin/python -m voice_agent.harness.eval_bot --port 7860 --keep 2 --every 2 --reference-date 2026-11-30 &
     .venv/bin/python scripts/run_pipecat_eval.py config/evals/billing_dispute_memory.yaml \\
         --bot-url ws://127.0.0.1:7860/ws [-v]
 

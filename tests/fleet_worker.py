@@ -79,8 +79,8 @@ def main() -> None:
     from loguru import logger
 
     from voice_agent.audio.stack import AudioStack
-    from voice_agent.call_factory import call_factory, call_store
-    from voice_agent.scenarios import load_scenario
+    from voice_agent.call.factory import call_factory, call_store
+    from voice_agent.harness.scenarios import load_scenario
     from voice_agent.settings import load_settings
     from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.fleet import fleet_for

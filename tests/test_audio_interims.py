@@ -28,6 +28,7 @@ from voice_agent.audio.codec import resample
 from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial
 from voice_agent.audio.stack import AudioStack, caller_voice
 from voice_agent.audio.whisper_stt import FinalResult, make_whisper_stt
+from voice_agent.harness.simulation.report import retrieval_summary
 from voice_agent.retrieval.index import RetrievalResult, ScoredChunk
 from voice_agent.retrieval.knowledge import Chunk
 from voice_agent.retrieval.speculative import (
@@ -37,7 +38,6 @@ from voice_agent.retrieval.speculative import (
     SpeculativeRetriever,
     TurnRetrieval,
 )
-from voice_agent.simulation.report import retrieval_summary
 
 RATE = 16000
 SECOND = RATE * 2  # bytes of 16-bit mono PCM

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from voice_agent.audio.stack import AudioStack
-from voice_agent.call_factory import call_factory
+from voice_agent.call.factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.config import ServerConfig

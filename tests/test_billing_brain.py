@@ -21,7 +21,7 @@ from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import ToolError
 from voice_agent.domains.billing import SYSTEM_PROMPT, BillingBackend, BillingReferenceBrain, billing_domain
 from voice_agent.domains.billing import choose_callback_date as choose
-from voice_agent.scenarios import load_scenario
+from voice_agent.harness.scenarios import load_scenario
 
 Message = dict[str, Any]
 TOOLS = [

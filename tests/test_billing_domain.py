@@ -85,7 +85,7 @@ def test_marks_identifiers_dates_and_mutating_tools() -> None:
 
 def test_no_pipecat_import() -> None:
     code = (
-        "import sys, voice_agent.domains.billing, voice_agent.scenarios; "
+        "import sys, voice_agent.domains.billing, voice_agent.harness.scenarios; "
         "sys.exit(1 if any(m.split('.')[0] == 'pipecat' for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from voice_agent.audio.stack import caller_voice
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
 from voice_agent.summarizers.extractive import ExtractiveSummarizer

@@ -18,13 +18,13 @@ from pipecat.tests.utils import run_test
 
 from processors.caller_read_ahead import CallerReadAhead
 from tests.fakes.lanes import lane
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.dates import DateConstraint, clear_cache
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.read_ahead import READ_AHEAD_ENTRIES, ReadAhead
 from voice_agent.core.spoken_ids import find_identifiers
 from voice_agent.core.transcript import TranscriptLane
 from voice_agent.domains.billing import billing_domain
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 SENTENCES = Path(__file__).resolve().parents[1] / "config" / "evals" / "dates" / "sentences.yaml"

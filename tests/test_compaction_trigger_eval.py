@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from voice_agent.cli import app
 from voice_agent.core.compaction_trigger import CompactionTrigger
-from voice_agent.evaluation.compaction_triggers import (
+from voice_agent.harness.evaluation.compaction_triggers import (
     PIPECAT,
     TriggerSpec,
     lost_facts,
@@ -17,8 +17,8 @@ from voice_agent.evaluation.compaction_triggers import (
     table_rows,
     verdicts,
 )
-from voice_agent.evaluation.long_calls import QUESTIONS, TOPICS, long_call
-from voice_agent.scenarios import load_scenario
+from voice_agent.harness.evaluation.long_calls import QUESTIONS, TOPICS, long_call
+from voice_agent.harness.scenarios import load_scenario
 
 runner = CliRunner()
 ACTION_WORDS = re.compile(r"\b(credit|refund|dispute|invoice|bill|statement|call|ring|transfer|person|human|"

@@ -22,9 +22,9 @@ from voice_agent.extras import EXIT_MISSING_EXTRA, EXTRA_MODULES
 ROOT = Path(__file__).resolve().parents[1]
 
 NEEDS_EXTRA = {
-    "voice_agent.eval_bot": "telephony",
-    "voice_agent.evaluation.html_report": "eval",
-    "voice_agent.evaluation.plain_bridge": "telephony",
+    "voice_agent.harness.eval_bot": "telephony",
+    "voice_agent.harness.evaluation.html_report": "eval",
+    "voice_agent.harness.evaluation.plain_bridge": "telephony",
     "voice_agent.store.redis": "telephony",
     "voice_agent.telephony.accept_gate": "telephony",
     "voice_agent.telephony.app": "telephony",

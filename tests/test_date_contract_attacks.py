@@ -18,7 +18,7 @@ from voice_agent.core.guards.date_contract import DateAction, DateContract
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.transcript import TranscriptLane
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
-from voice_agent.evaluation.date_contract_eval import CONTRACT_DIR
+from voice_agent.harness.evaluation.date_contract_eval import CONTRACT_DIR
 
 DATA = yaml.safe_load((CONTRACT_DIR / "attacks.yaml").read_text(encoding="utf-8"))
 REFERENCE = dt.date.fromisoformat(DATA["reference_date"])

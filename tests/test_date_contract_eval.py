@@ -17,8 +17,8 @@ from voice_agent.core.guards.date_contract import DateAction, DateContract, Date
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.date_contract_eval import (
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.date_contract_eval import (
     CONTRACT_DIR,
     ContractConfig,
     ContractFactory,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.test_telephony_bridge import config, emulator, ended, wait_for
 from voice_agent.audio.stack import AudioStack
-from voice_agent.call_factory import call_factory
+from voice_agent.call.factory import call_factory
 from voice_agent.core.guards.date_contract import DateAction, DateContract
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.transcript import TranscriptLane

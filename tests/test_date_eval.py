@@ -23,10 +23,10 @@ from voice_agent.core.dates.model import ConstraintKind, DateConstraint
 from voice_agent.core.guards.date_guard import Citation, DateCheck, DateVerdict
 from voice_agent.core.tool_spec import ToolSpec
 from voice_agent.core.transcript import TranscriptLane
-from voice_agent.evaluation import date_eval, perturb
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.date_calls import CALL_CLASSES, generate_calls, say_day, write_calls
-from voice_agent.evaluation.date_eval import (
+from voice_agent.harness.evaluation import date_eval, perturb
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.date_calls import CALL_CLASSES, generate_calls, say_day, write_calls
+from voice_agent.harness.evaluation.date_eval import (
     DEFAULT_SENTENCES,
     SENTENCE_CLASSES,
     DatesConfig,
@@ -44,7 +44,7 @@ from voice_agent.evaluation.date_eval import (
     side_by_side,
     statement_blocks,
 )
-from voice_agent.scenarios import Scenario
+from voice_agent.harness.scenarios import Scenario
 
 REF = dt.date(2026, 11, 18)  # a Wednesday
 

@@ -13,10 +13,10 @@ import pytest
 from pipecat.frames.frames import Frame, TTSSpeakFrame
 
 from processors.tool_layer import register_guarded_tools
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.dates.reading import ModelDateReader
 from voice_agent.domains.billing import billing_domain
 from voice_agent.services.date_reader import make_date_reader
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError, with_overrides
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 

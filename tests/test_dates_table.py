@@ -1,4 +1,4 @@
-"""The date-constraint table (:mod:`voice_agent.evaluation.date_table`): every row, and the engine's details."""
+"""The date-constraint table (:mod:`voice_agent.harness.evaluation.date_table`): every row, and the engine's details."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from voice_agent.core.dates import DateConstraint, extract_constraints, resolve_corrections
-from voice_agent.evaluation.date_table import REFERENCE, TABLE, Case, Expected
+from voice_agent.harness.evaluation.date_table import REFERENCE, TABLE, Case, Expected
 
 
 def _shape(c: DateConstraint) -> Expected:

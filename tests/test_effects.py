@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
+from voice_agent.call.session import CallSession
 from voice_agent.core.effects import Effect, MemoryEffectLog, effect_key
 from voice_agent.core.transcript import EntryKind, ToolOutcome
-from voice_agent.session import CallSession
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, open_store
 from voice_agent.store.codec import decode, encode, restore

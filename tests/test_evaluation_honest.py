@@ -27,9 +27,9 @@ from voice_agent.core.guards.date_guard import DateVerdict
 from voice_agent.core.guards.id_guard import IdVerdict
 from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.html_report import render_html
-from voice_agent.evaluation.replay import (
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.html_report import render_html
+from voice_agent.harness.evaluation.replay import (
     HARVEST_MODES,
     EvalResult,
     ReplayConfig,
@@ -39,8 +39,8 @@ from voice_agent.evaluation.replay import (
     replay_backend,
     tool_specs,
 )
+from voice_agent.harness.scenarios import Action, Scenario, load_call_records
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import Action, Scenario, load_call_records
 
 SGD = Path(__file__).resolve().parents[2] / "shared" / "data" / "sgd-calls-public.jsonl"
 needs_sgd = pytest.mark.skipif(not SGD.is_file(), reason=f"public SGD calls not found at {SGD}")

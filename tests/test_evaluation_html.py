@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageStat
 
-from voice_agent.evaluation.html_report import FIGURE_IDS, render_html
-from voice_agent.evaluation.replay import ReplayConfig, evaluate_records
-from voice_agent.scenarios import load_call_records
+from voice_agent.harness.evaluation.html_report import FIGURE_IDS, render_html
+from voice_agent.harness.evaluation.replay import ReplayConfig, evaluate_records
+from voice_agent.harness.scenarios import load_call_records
 
 SGD = Path(__file__).resolve().parents[2] / "shared" / "data" / "sgd-calls-public.jsonl"
 CHROMIUM = Path("/usr/bin/chromium")

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from voice_agent.core.tool_spec import ParamKind
-from voice_agent.evaluation.cli import eval_app, parse_policies
-from voice_agent.evaluation.perturb import limit_violation, resolve_wording, stale_dates, unrelated_date
-from voice_agent.evaluation.replay import (
+from voice_agent.harness.evaluation.cli import eval_app, parse_policies
+from voice_agent.harness.evaluation.perturb import limit_violation, resolve_wording, stale_dates, unrelated_date
+from voice_agent.harness.evaluation.replay import (
     EvalResult,
     ReplayConfig,
     distance_bucket,
@@ -29,8 +29,8 @@ from voice_agent.evaluation.replay import (
     tool_specs,
     verbatim_in,
 )
+from voice_agent.harness.scenarios import Scenario
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import Scenario
 
 SGD = Path(__file__).resolve().parents[2] / "shared" / "data" / "sgd-calls-public.jsonl"
 needs_sgd = pytest.mark.skipif(not SGD.is_file(), reason=f"public SGD calls not found at {SGD}")

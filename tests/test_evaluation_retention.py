@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.retention import (
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.retention import (
     PassEvent,
     base_key,
     kind_of,

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from voice_agent.agent.brain import BrainReply, ToolCallRequest
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.domains.billing import billing_domain
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.compaction_safety import (
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.compaction_safety import (
     TRACE_FORMAT,
     ForcedCompaction,
     NoCompaction,
@@ -22,9 +22,9 @@ from voice_agent.evaluation.compaction_safety import (
     load_traces,
     record_trace,
 )
-from voice_agent.evaluation.retention import retention_report
+from voice_agent.harness.evaluation.retention import retention_report
+from voice_agent.harness.scenarios import list_scenarios, load_scenario
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import list_scenarios, load_scenario
 
 
 @pytest.fixture(scope="module")

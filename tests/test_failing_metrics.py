@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.toy_domain import TOY
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.cli import app
 from voice_agent.core.call_state import CallState
 from voice_agent.core.dates.reading import DateReading
@@ -22,15 +23,14 @@ from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tool_gate import GateDecision
 from voice_agent.core.transcript import TranscriptEntry
 from voice_agent.domains.base import Domain
+from voice_agent.harness.scenarios import load_scenario
+from voice_agent.harness.simulation.runner import SimulationPlan, run_plan
+from voice_agent.harness.simulation.text_call import CallerLine, TurnTimeout, run_text_call
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder, WatchedFact
-from voice_agent.scenarios import load_scenario
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.runner import SimulationPlan, run_plan
-from voice_agent.simulation.text_call import CallerLine, TurnTimeout, run_text_call
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 
 SETTINGS = with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": dt.date(2026, 11, 30)})
 ACCOUNT = WatchedFact("account_id", ("ACC-4729-18",), stated_turn=1, needed_turn=6, ask_cues=("account number",))

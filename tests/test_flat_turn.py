@@ -21,13 +21,13 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 
 from processors.context_assembly import ContextAssembly
 from tests.lanes_content import assert_same_content
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.caller_history import CallerHistoryReader, caller_texts
 from voice_agent.core.casefree import CaseFree
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
 from voice_agent.domains.billing import billing_domain
 from voice_agent.policies.lanes import LanesPolicy
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -391,7 +391,7 @@ def test_date_finders_skipped_for_want_of_a_month_weekday_or_week_change_no_read
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from voice_agent.core.dates import extract
-    from voice_agent.evaluation.date_eval import load_sentences
+    from voice_agent.harness.evaluation.date_eval import load_sentences
 
     texts = [item.text for item in load_sentences()]
     texts += [

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVE_AND_REPORT = """
 import asyncio, gc, os, sys
 from voice_agent.audio.stack import AudioStack
-from voice_agent.call_factory import call_factory
+from voice_agent.call.factory import call_factory
 from voice_agent.settings import load_settings
 from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.process import serve

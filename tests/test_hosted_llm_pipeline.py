@@ -13,9 +13,9 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.settings import with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 
 
 def scripted_model() -> Any:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fakes.toy_domain import TOY
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.call_state import CallState
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdVerdict
@@ -21,7 +22,6 @@ from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
 from voice_agent.domains.billing.tools import BILLING_TOOLS
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 GET = ToolSpec("get_invoice", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER, role="invoice"),))

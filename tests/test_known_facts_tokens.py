@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from voice_agent.core.assembler import KNOWN_FACTS_HEADER, AssembledContext
 from voice_agent.core.tokens import estimate_tokens
-from voice_agent.evaluation.replay import known_facts_tokens
+from voice_agent.harness.evaluation.replay import known_facts_tokens
 
 
 def test_the_block_is_counted_alone() -> None:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from voice_agent.simulation.console import console, print_comparison
-from voice_agent.simulation.report import RunOutcome, TrackedFact, actions_correct, lanes_minus_rolling, policy_report
+from voice_agent.harness.simulation.console import console, print_comparison
+from voice_agent.harness.simulation.report import (
+    RunOutcome,
+    TrackedFact,
+    actions_correct,
+    lanes_minus_rolling,
+    policy_report,
+)
 
 FACTS = [TrackedFact("wish", "credit it", ("credit it",), "other", 3, 30),
          TrackedFact("tried", "tried the app", ("tried the app",), "other", 2, 32)]

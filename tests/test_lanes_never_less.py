@@ -17,16 +17,16 @@ from collections.abc import Iterator, Sequence
 import pytest
 from loguru import logger
 
-from voice_agent import paraphrases
 from voice_agent.core import summary_budget
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.summary_budget import LineStanding
 from voice_agent.core.tokens import estimate_message_tokens_of_length
 from voice_agent.domains.billing import billing_domain
+from voice_agent.harness import paraphrases
+from voice_agent.harness.scenarios import Scenario, load_scenario
+from voice_agent.harness.simulation.runner import PARAPHRASED, SimulationPlan, run_once
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import Scenario, load_scenario
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.runner import PARAPHRASED, SimulationPlan, run_once
 
 SCENARIOS = ("billing_dispute", "refund_orders", "callback_constraints")
 SETS = ("", "blind/dev", "blind/test")

@@ -33,11 +33,11 @@ from typing import Any
 import httpx
 import pytest
 
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
 from voice_agent.core.transcript import EntryKind
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.factory import make_hosted_llm
 from voice_agent.settings import load_settings, with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.local_model import ensure_model, extra_status
 
 MAX_TOKENS = 8  # a short answer is an answer; a token costs as much as ten prompt tokens, a second on a busy machine

@@ -111,7 +111,7 @@ async def test_a_stream_cut_every_time_ends_in_the_apology(fake_openai: FakeOpen
 
 
 def test_the_caps_come_from_the_settings() -> None:
-    from voice_agent.call_factory import build_call
+    from voice_agent.call.factory import build_call
     from voice_agent.settings import Settings, with_overrides
 
     settings = with_overrides(Settings(), llm={"max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})

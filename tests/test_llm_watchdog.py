@@ -24,8 +24,10 @@ from typer.testing import CliRunner
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
 from tests.fakes.toy_domain import TOY
-from voice_agent.call_factory import build_call
-from voice_agent.call_telemetry import turn_attributes
+from voice_agent.call.factory import build_call
+from voice_agent.call.pipeline import build_call_pipeline
+from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.telemetry import turn_attributes
 from voice_agent.cli import app
 from voice_agent.core.llm_recovery import (
     FailureKind,
@@ -38,13 +40,11 @@ from voice_agent.core.llm_recovery import (
 from voice_agent.core.transcript import EntryKind, ToolOutcome
 from voice_agent.domains.base import Domain
 from voice_agent.domains.billing import billing_domain
-from voice_agent.pipeline import build_call_pipeline
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services.factory import make_hosted_llm
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides, with_provider
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)

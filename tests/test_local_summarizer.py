@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 
-from voice_agent.call_factory import build_call, build_session
+from voice_agent.call.factory import build_call, build_session
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.domains.base import Domain
 from voice_agent.domains.billing import billing_domain
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services import factory
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers import local_model
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer

@@ -29,12 +29,12 @@ from processors.context_assembly import ContextAssembly
 from processors.tool_layer import registered_tools
 from tests.fakes.toy_domain import TOY
 from voice_agent import FakeLLM, FakeReply, FakeToolCall, LongCall, guarded_tool, with_overrides
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
+from voice_agent.call.pipeline import build_call_pipeline, text_turns
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
-from voice_agent.pipeline import build_call_pipeline, text_turns
 from voice_agent.services.factory import make_llm
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 

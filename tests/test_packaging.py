@@ -12,7 +12,7 @@ from setuptools import find_packages
 from voice_agent import datafiles
 from voice_agent.audio import manifest as audio_manifest
 from voice_agent.domains.billing import backend
-from voice_agent.evaluation import date_contract_eval, date_eval, real_retention, retrieval_eval
+from voice_agent.harness.evaluation import date_contract_eval, date_eval, real_retention, retrieval_eval
 from voice_agent.retrieval import knowledge, quality
 from voice_agent.summarizers import local_model
 

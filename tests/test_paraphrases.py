@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from voice_agent.paraphrases import (
+from voice_agent.harness.paraphrases import (
     PARAPHRASE_DIR,
     Line,
     Paraphrases,
@@ -24,7 +24,7 @@ from voice_agent.paraphrases import (
     load_paraphrases,
     variants,
 )
-from voice_agent.scenarios import Scenario, list_scenarios, load_scenario
+from voice_agent.harness.scenarios import Scenario, list_scenarios, load_scenario
 
 SCENARIOS = list_scenarios()
 MIN_VARIANTS = 3

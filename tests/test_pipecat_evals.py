@@ -1,6 +1,6 @@
-"""The bot under pipecat's own eval harness: ``voice_agent.eval_bot`` driven by ``pipecat.evals``.
+"""The bot under pipecat's own eval harness: ``voice_agent.harness.eval_bot`` driven by ``pipecat.evals``.
 
-Two bots are started as subprocesses on free loopback ports (``python -m voice_agent.eval_bot``,
+Two bots are started as subprocesses on free loopback ports (``python -m voice_agent.harness.eval_bot``,
 the offline reference agent, K=2, S=2): one with our ``lanes`` policy, one with the
 ``window`` baseline. The scenario ``config/evals/billing_dispute_memory.yaml`` runs through
 the harness (``scripts/run_pipecat_eval.py``, i.e. ``EvalScenarioFile`` + ``EvalScriptSession``):
@@ -74,7 +74,7 @@ def _bots(tmp: Path, policies: list[str]) -> Iterator[dict[str, str]]:
         for policy in policies:
             port = _free_port()
             log = tmp / f"eval_bot_{policy}.log"
-            cmd = [sys.executable, "-m", "voice_agent.eval_bot", "--host", "127.0.0.1", "--port", str(port),
+            cmd = [sys.executable, "-m", "voice_agent.harness.eval_bot", "--host", "127.0.0.1", "--port", str(port),
                    "--policy", policy, "--keep", "2", "--every", "2", "--reference-date", "2026-11-30"]
             with log.open("wb") as out:
                 proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_bot_env(), stdout=out, stderr=subprocess.STDOUT)

@@ -17,15 +17,15 @@ import pytest
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.utils.context.llm_context_summarization import DEFAULT_SUMMARIZATION_PROMPT
 
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
 from voice_agent.core.transcript import EntryKind
 from voice_agent.domains.billing import billing_domain
+from voice_agent.harness.scenarios import Scenario, load_scenario
+from voice_agent.harness.simulation.runner import SimulationPlan, run_once
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
-from voice_agent.scenarios import Scenario, load_scenario
 from voice_agent.services.local_llm import LocalModelLLM
 from voice_agent.settings import SettingsError, load_settings, with_overrides
-from voice_agent.simulation.runner import SimulationPlan, run_once
 from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer
 
 SKIP_REAL = os.environ.get("VOICE_AGENT_SKIP_LOCAL_MODEL") == "1"
@@ -96,8 +96,8 @@ def test_turns_are_counted_from_the_callers_words_even_after_summaries() -> None
         return made[-1]
 
     parts = build_call(settings, "t", domain_factory=billing_domain, summarizer_factory=local)
-    from voice_agent.simulation.runner import caller_lines
-    from voice_agent.simulation.text_call import run_text_call
+    from voice_agent.harness.simulation.runner import caller_lines
+    from voice_agent.harness.simulation.text_call import run_text_call
 
     call = asyncio.run(run_text_call(parts.session, parts.llm, caller_lines(scenario)))
     assert len(call.summaries_applied) >= 3
@@ -206,7 +206,7 @@ def test_one_real_pass_of_pipecats_request_on_the_packaged_model() -> None:
 
 
 def test_the_served_pipeline_gets_pipecats_own_summarizer_with_the_configured_thresholds() -> None:
-    from voice_agent.pipeline import build_call_pipeline
+    from voice_agent.call.pipeline import build_call_pipeline
 
     made: list[LocalSummarizer] = []
 

@@ -21,12 +21,12 @@ from processors.output_guard import OutputGuardProcessor
 from processors.speculative_retrieval import KnowledgeFrame
 from processors.turn_log import TurnLog
 from tests.fakes.toy_domain import TOY
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.transcript import EntryKind, ToolOutcome
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.policies import PolicyName
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.session import CallSession, SessionConfig
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)

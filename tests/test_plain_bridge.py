@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.evaluation.plain_bridge import serve_plain
+from voice_agent.harness.evaluation.plain_bridge import serve_plain
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 
 from .test_telephony_cli import free_port
@@ -44,7 +44,7 @@ async def test_the_plain_bridge_answers_each_line_of_a_call() -> None:
 def test_the_plain_pipeline_holds_none_of_our_processors() -> None:
     import processors
     import voice_agent
-    from voice_agent.evaluation.plain_bridge import build_plain_worker
+    from voice_agent.harness.evaluation.plain_bridge import build_plain_worker
     from voice_agent.telephony.providers import HangupCredentials, Provider, make_serializer, parse_start
 
     start = parse_start({"event": "start", "start": {"streamSid": "MZ" + "0" * 32, "callSid": "CA" + "0" * 32,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voice_agent.evaluation.prompt_cache import CHARS_PER_TOKEN, Request, cost_of, request_of, shared
+from voice_agent.harness.evaluation.prompt_cache import CHARS_PER_TOKEN, Request, cost_of, request_of, shared
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"description": "x" * 5000}}}]
 

@@ -6,17 +6,17 @@ import datetime as dt
 
 from pydantic import BaseModel
 
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
 from voice_agent.core.assembler import KNOWN_FACTS_HEADER, MODEL_NOTES_HEADER, known_facts_block
 from voice_agent.core.call_state import CallState
 from voice_agent.core.guards.quote_guard import find_quote
 from voice_agent.core.harvest import harvest_result
 from voice_agent.core.provenance import CallerSpan, ModelOutput, ToolField
 from voice_agent.core.tool_spec import HarvestField, ToolParam, ToolSpec
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 
 SETTINGS = with_overrides(Settings(), policy={"keep": 2, "every": 2}, call={"reference_date": dt.date(2026, 11, 30)})
 SAID = "I'd like it credited back to my account, not refunded to my card."
@@ -105,10 +105,10 @@ async def test_the_late_first_use_of_a_caller_stated_id_is_accepted_and_a_mutate
 
 def test_late_first_use_through_the_main_job_with_a_scripted_model() -> None:
     from voice_agent.domains.billing import billing_domain
-    from voice_agent.paraphrases import variants
+    from voice_agent.harness.paraphrases import variants
+    from voice_agent.harness.scenarios import load_scenario
+    from voice_agent.harness.simulation.runner import SimulationPlan, run_plan
     from voice_agent.policies import PolicyName
-    from voice_agent.scenarios import load_scenario
-    from voice_agent.simulation.runner import SimulationPlan, run_plan
 
     scenario = load_scenario("late_first_use")
     plan = SimulationPlan(scenario, variants(scenario), billing_domain, [PolicyName.LANES, PolicyName.ROLLING],
@@ -132,10 +132,10 @@ def test_a_span_the_caller_negated_is_not_their_words() -> None:
 
 def test_a_scripted_model_on_a_paraphrase_quotes_the_reworded_line_and_nothing_is_refused() -> None:
     from voice_agent.domains.billing import billing_domain
-    from voice_agent.paraphrases import variants
+    from voice_agent.harness.paraphrases import variants
+    from voice_agent.harness.scenarios import load_scenario
+    from voice_agent.harness.simulation.runner import SimulationPlan, run_plan
     from voice_agent.policies import PolicyName
-    from voice_agent.scenarios import load_scenario
-    from voice_agent.simulation.runner import SimulationPlan, run_plan
 
     scenario = load_scenario("billing_dispute")
     plan = SimulationPlan(scenario, variants(scenario), billing_domain, [PolicyName.LANES], Settings(), runs=3,

@@ -17,11 +17,11 @@ from pipecat.services.openai.llm import OpenAILLMService
 
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
-from voice_agent.call_factory import build_call
+from voice_agent.call.factory import build_call
 from voice_agent.core.assembler import AssembledContext
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.provider_hooks import MessageDialect, is_openai_api, message_dialect
 from voice_agent.settings import SettingsError, load_settings, with_overrides
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 
 LINES = [CallerLine(1, "Hi, is paperless billing free?"), CallerLine(2, "And can I pay by card?")]
 CALL = {"call": {"reference_date": dt.date(2026, 11, 30)}}

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from voice_agent.cli import app
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.core.summary import EpisodeSummary, RejectedItem, SummaryRequest
-from voice_agent.evaluation.real_retention import (
+from voice_agent.harness.evaluation.real_retention import (
     SGD_PATH,
     CallInput,
     contradictions,
@@ -20,9 +20,9 @@ from voice_agent.evaluation.real_retention import (
     measure,
     ruled_out,
 )
-from voice_agent.policy_report import PolicyQuestion, policy_report
-from voice_agent.scenarios import Fact, load_scenario
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.harness.policy_report import PolicyQuestion, policy_report
+from voice_agent.harness.scenarios import Fact, load_scenario
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 RESOLUTION = Fact(key="requested_resolution", value="credited back to my account, not refunded to my card",

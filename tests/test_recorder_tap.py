@@ -11,9 +11,9 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.utils.base_object import BaseObject
 
 from tests.fakes.toy_domain import TOY
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.recording.record import CallRecorder
 from voice_agent.recording.tap import RecorderTap
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -91,7 +91,7 @@ async def test_an_error_before_the_turns_context_is_recorded_on_that_turn_not_th
 
 async def test_the_served_calls_record_has_each_turns_first_response_and_no_errors() -> None:
     from voice_agent.audio.stack import AudioStack, caller_voice
-    from voice_agent.call_factory import call_factory
+    from voice_agent.call.factory import call_factory
     from voice_agent.settings import Settings, with_overrides
     from voice_agent.telephony.config import ServerConfig
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.call_factory import build_call, call_factory
+from voice_agent.call.factory import build_call, call_factory
 from voice_agent.core.resume import DEFAULT_TOPIC, resume_line, resume_topic
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, StoredCall, StoreError, open_store

@@ -24,11 +24,11 @@ import pytest
 
 from tests.fleet_worker import WorkerProcess
 from voice_agent.audio.stack import caller_voice
-from voice_agent.call_factory import build_call
-from voice_agent.scenarios import load_scenario
+from voice_agent.call.factory import build_call
+from voice_agent.harness.scenarios import load_scenario
+from voice_agent.harness.simulation.runner import caller_lines
+from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.settings import load_settings, with_overrides
-from voice_agent.simulation.runner import caller_lines
-from voice_agent.simulation.text_call import run_text_call
 from voice_agent.store import CallStore, open_store
 from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator

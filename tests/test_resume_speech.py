@@ -21,7 +21,7 @@ import pytest
 
 from tests.fleet_worker import WorkerProcess
 from voice_agent.audio.stack import caller_voice
-from voice_agent.scenarios import load_scenario
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.store import open_store
 from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator

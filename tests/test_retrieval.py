@@ -227,7 +227,12 @@ def test_quality_floor_on_the_heldout_questions(index: HybridIndex) -> None:
 
 
 def test_precision_floor_on_the_heldout_set(index: HybridIndex) -> None:
-    from voice_agent.evaluation.retrieval_eval import DEFAULT_SOURCES, FLOOR_PRECISION_AT_3, FLOOR_SET, evaluate_sets
+    from voice_agent.harness.evaluation.retrieval_eval import (
+        DEFAULT_SOURCES,
+        FLOOR_PRECISION_AT_3,
+        FLOOR_SET,
+        evaluate_sets,
+    )
 
     report = evaluate_sets(index, tuple(s for s in DEFAULT_SOURCES if s.name == FLOOR_SET))
     assert report["floor"]["met"], report["floor"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from voice_agent.evaluation.cli import eval_app
-from voice_agent.evaluation.retrieval_eval import DEFAULT_SOURCES, FLOOR_SET, QuestionSource, evaluate_sets
+from voice_agent.harness.evaluation.cli import eval_app
+from voice_agent.harness.evaluation.retrieval_eval import DEFAULT_SOURCES, FLOOR_SET, QuestionSource, evaluate_sets
 from voice_agent.retrieval import load_chunks
 from voice_agent.retrieval.index import HybridIndex, RetrievalResult, ScoredChunk
 from voice_agent.retrieval.quality import load_questions

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from voice_agent.datafiles import SGD_CALLS, shared_data_path
-from voice_agent.scenarios import Scenario, list_scenarios, load_call_records, load_scenario
+from voice_agent.harness.scenarios import Scenario, list_scenarios, load_call_records, load_scenario
 
 SGD = shared_data_path(SGD_CALLS)
 """The public SGD call records, in ``../shared/data/`` beside the checkout."""

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from voice_agent.cli import app
 from voice_agent.core.policy import ContextPolicy, rewrite_schedule
 from voice_agent.domains.billing import billing_domain
+from voice_agent.harness.scenarios import list_scenarios, load_scenario
+from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, run_once, run_plan
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import list_scenarios, load_scenario
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.runner import SimulationPlan, caller_lines, run_once, run_plan
 
 SCENARIOS = ["billing_dispute", "refund_orders", "callback_constraints"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_agent.stats import percentile
+from voice_agent.harness.stats import percentile
 
 
 def test_nearest_rank() -> None:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from tests.lanes_content import assert_same_content
-from voice_agent.call_factory import CallParts, build_call
+from voice_agent.call.factory import CallParts, build_call
 from voice_agent.core.policy import PolicyTracker
-from voice_agent.scenarios import load_scenario
+from voice_agent.harness.scenarios import load_scenario
+from voice_agent.harness.simulation.runner import caller_lines
+from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.runner import caller_lines
-from voice_agent.simulation.text_call import run_text_call
 from voice_agent.store import CallStore, StateError, decode, encode, open_store, restore, snapshot
 from voice_agent.store.codec import SCHEMA_VERSION, from_plain, to_plain
 
@@ -285,7 +285,7 @@ async def test_a_malformed_state_leaves_the_session_untouched() -> None:
 
 
 def test_store_settings_are_checked_and_open_the_named_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from voice_agent.call_factory import call_store
+    from voice_agent.call.factory import call_store
     from voice_agent.settings import SettingsError, load_settings
 
     monkeypatch.setenv("VOICE_AGENT_STORE__BACKEND", "redis")

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = r"""
 import asyncio, datetime as dt, sys
 from loguru import logger
-from voice_agent.call_factory import build_call
-from voice_agent.scenarios import load_scenario
+from voice_agent.call.factory import build_call
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.runner import caller_lines
-from voice_agent.simulation.text_call import run_text_call
+from voice_agent.harness.simulation.runner import caller_lines
+from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.store import open_store
 from voice_agent.store.codec import counts
 from voice_agent.telephony.persistence import CallPersistence

@@ -8,13 +8,13 @@ import random
 from voice_agent.core.role_scrub import scrub_text
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
+from voice_agent.harness.scenarios import load_scenario
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer
+from voice_agent.harness.simulation.faults import FaultShape
+from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, fault_tracked, scenario_facts
+from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer
-from voice_agent.simulation.faults import FaultShape
-from voice_agent.simulation.runner import SimulationPlan, caller_lines, fault_tracked, scenario_facts
-from voice_agent.simulation.text_call import run_text_call
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer, parse_text_summary
 from voice_agent.summarizers.sections import classify
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.call_factory import call_factory
+from voice_agent.call.factory import call_factory
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, open_store
 from voice_agent.telephony.config import ServerConfig

@@ -1,4 +1,4 @@
-"""The call's per-turn span (voice_agent.call_telemetry) through a real text call.
+"""The call's per-turn span (voice_agent.call.telemetry) through a real text call.
 
 One span per completed turn carries lane sizes, tokens per lane, guard verdicts and the
 in-call drop log (ledger and slot key names, never values); caller values are redacted
@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.fakes.toy_domain import TOY
 from voice_agent import telemetry
-from voice_agent.call_telemetry import turn_attributes
+from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.telemetry import turn_attributes
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import TelemetryConfig
-from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 ACCOUNT = "ACC-1000-01"

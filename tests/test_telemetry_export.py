@@ -87,7 +87,7 @@ def test_include_pii_exports_the_real_caller_text() -> None:
 
 def test_emit_turn_span_goes_through_emit_span(monkeypatch: pytest.MonkeyPatch) -> None:
     # The call's span (call_telemetry) is built from a session; the wiring is what is under test here.
-    from voice_agent import call_telemetry
+    from voice_agent.call import telemetry as call_telemetry
 
     monkeypatch.setattr(call_telemetry, "turn_attributes", lambda session, turn: dict(ATTRS))
     exporter = InMemorySpanExporter()
@@ -529,7 +529,7 @@ def test_a_real_pipecat_llm_service_line_is_redacted(capsys: pytest.CaptureFixtu
 def test_own_lines_are_left_alone_and_the_level_holds(capsys: pytest.CaptureFixture[str]) -> None:
     telemetry.install_log_redaction()  # WARNING
     own = "call c1: guard rejected lookup_account (text: [kept] 'kept')"
-    _log_as("voice_agent.session", "WARNING", own)
+    _log_as("voice_agent.call.session", "WARNING", own)
     _log_as("pipecat.services.llm_service", "DEBUG", _calling_function(VALUE))
     _log_as("pipecat.services.openai.base_llm", "WARNING", _bad_arguments(VALUE))
     err = capsys.readouterr().err

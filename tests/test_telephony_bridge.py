@@ -27,9 +27,9 @@ from websockets.uri import parse_uri
 
 from voice_agent.audio.codec import PHONE_RATE, pcm16_to_ulaw, resample
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.call_factory import CallFactory, CallParts, call_factory
+from voice_agent.call.factory import CallFactory, CallParts, call_factory
 from voice_agent.domains.billing import billing_domain
-from voice_agent.scenarios import load_scenario
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.app import VoiceBridge
 from voice_agent.telephony.config import ConfigError, ServerConfig

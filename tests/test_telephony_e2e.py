@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from voice_agent.audio.stack import AudioStack, agent_ears, caller_voice
-from voice_agent.call_factory import CallFactory, call_factory
-from voice_agent.scenarios import load_scenario
+from voice_agent.call.factory import CallFactory, call_factory
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator

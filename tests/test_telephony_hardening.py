@@ -41,8 +41,8 @@ from websockets.exceptions import ConnectionClosed
 from tests.test_telephony_bridge import ended, wait_for
 from voice_agent.audio.codec import PHONE_RATE, pcm16_to_ulaw, resample
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.call_factory import CallFactory, call_factory
-from voice_agent.scenarios import load_scenario
+from voice_agent.call.factory import CallFactory, call_factory
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
 from voice_agent.telephony import app as app_module
 from voice_agent.telephony.app import VoiceBridge
@@ -375,8 +375,8 @@ SERVER_APP = """
 import asyncio, datetime as dt, sys
 from pathlib import Path
 from voice_agent.audio.stack import AudioStack
-from voice_agent.call_factory import call_factory
-from voice_agent.scenarios import load_scenario
+from voice_agent.call.factory import call_factory
+from voice_agent.harness.scenarios import load_scenario
 from voice_agent.settings import Settings, with_overrides
 from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.process import serve
@@ -734,7 +734,7 @@ def test_one_address_sending_bare_webhooks_cannot_hold_every_slot_against_anothe
 
 
 def test_warm_up_runs_the_reference_agent_only_for_calls_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from voice_agent.call_factory import CallParts
+    from voice_agent.call.factory import CallParts
     from voice_agent.domains.base import Domain
     from voice_agent.services.fake_llm import FakeLLM
 

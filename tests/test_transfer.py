@@ -28,7 +28,7 @@ from websockets.asyncio.client import connect
 
 from tests.test_telephony_bridge import ended, wait_for
 from voice_agent.audio.stack import AudioStack, caller_voice
-from voice_agent.call_factory import CallFactory, call_factory
+from voice_agent.call.factory import CallFactory, call_factory
 from voice_agent.core.transfer import NOT_TRANSFERRED, TRANSFERRED, TransferError
 from voice_agent.settings import Settings, SettingsError, TransferConfig, with_overrides
 from voice_agent.telephony.config import ServerConfig

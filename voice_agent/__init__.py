@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from voice_agent.call.long_call import GuardedTool as GuardedTool
+    from voice_agent.call.long_call import LongCall as LongCall
+    from voice_agent.call.long_call import guarded_tool as guarded_tool
+    from voice_agent.call.pipeline import CallProcessors as CallProcessors
     from voice_agent.core.tool_spec import HarvestField as HarvestField
-    from voice_agent.long_call import GuardedTool as GuardedTool
-    from voice_agent.long_call import LongCall as LongCall
-    from voice_agent.long_call import guarded_tool as guarded_tool
-    from voice_agent.pipeline import CallProcessors as CallProcessors
     from voice_agent.services.factory import without_sdk_retries as without_sdk_retries
     from voice_agent.services.fake_llm import FakeLLM as FakeLLM
     from voice_agent.services.fake_llm import FakeReply as FakeReply
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from voice_agent.settings import with_overrides as with_overrides
 
 _EXPORTS = {
-    "LongCall": "voice_agent.long_call",
-    "GuardedTool": "voice_agent.long_call",
-    "guarded_tool": "voice_agent.long_call",
+    "LongCall": "voice_agent.call.long_call",
+    "GuardedTool": "voice_agent.call.long_call",
+    "guarded_tool": "voice_agent.call.long_call",
     "HarvestField": "voice_agent.core.tool_spec",
-    "CallProcessors": "voice_agent.pipeline",
+    "CallProcessors": "voice_agent.call.pipeline",
     "Settings": "voice_agent.settings",
     "load_settings": "voice_agent.settings",
     "with_overrides": "voice_agent.settings",

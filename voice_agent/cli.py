@@ -15,7 +15,7 @@ import typer
 from voice_agent.audio.stack import INTERIMS_HELP
 from voice_agent.core.policy import PolicyError
 from voice_agent.extras import EXIT_MISSING_EXTRA, MissingExtra, missing_extra
-from voice_agent.policy_report import PolicyQuestion, policy_report, render_policy_report
+from voice_agent.harness.policy_report import PolicyQuestion, policy_report, render_policy_report
 
 app = typer.Typer(
     add_completion=False,
@@ -78,9 +78,9 @@ def policy(
 def _explain_trigger(trigger: str, scenario: str | None, run_policy: str, keep: int, retention: float,
                      as_json: bool) -> None:
     from voice_agent.core.policy import Trigger
-    from voice_agent.evaluation.trigger_explain import explain_run, render_explanation
+    from voice_agent.harness.evaluation.trigger_explain import explain_run, render_explanation
+    from voice_agent.harness.scenarios import load_scenario
     from voice_agent.policies import PolicyName
-    from voice_agent.scenarios import load_scenario
 
     if trigger not in {t.value for t in Trigger}:
         fail(f"--trigger takes {', '.join(t.value for t in Trigger)}; got {trigger!r}")
@@ -262,13 +262,13 @@ def simulate(
         fail(f"--modality takes text or audio; got {modality!r}")
     from rich.progress import Progress
 
-    from voice_agent import paraphrases
     from voice_agent.domains.billing import billing_domain
+    from voice_agent.harness import paraphrases
+    from voice_agent.harness.scenarios import load_scenario
+    from voice_agent.harness.simulation.console import console, print_comparison, print_turn
+    from voice_agent.harness.simulation.runner import SimulationPlan, run_plan
     from voice_agent.policies import ASSEMBLED, PolicyName
-    from voice_agent.scenarios import load_scenario
     from voice_agent.settings import SettingsError, load_settings, with_overrides
-    from voice_agent.simulation.console import console, print_comparison, print_turn
-    from voice_agent.simulation.runner import SimulationPlan, run_plan
     from voice_agent.telemetry import install_telemetry
 
     names = [p.value for p in ASSEMBLED] if policy == "all" else [p.strip() for p in policy.split(",") if p.strip()]
@@ -331,7 +331,7 @@ def simulate(
     telemetry.shutdown()
     print_comparison(report)
     if trace_path:
-        from voice_agent.evaluation.compaction_safety import record_trace
+        from voice_agent.harness.evaluation.compaction_safety import record_trace
 
         trace = record_trace(plan.scenario, policy=plan.policies[0], retention=retention, seed=seed,
                              keep=settings.policy.keep, every=settings.policy.every)
@@ -416,7 +416,7 @@ def show_config(
 
 def _mount_subcommands() -> None:
     # Heavy imports happen inside the commands, so mounting costs nothing at start-up.
-    from voice_agent.evaluation.cli import eval_app
+    from voice_agent.harness.evaluation.cli import eval_app
     from voice_agent.telephony.cli import register_telephony_commands
 
     app.add_typer(eval_app, name="eval")

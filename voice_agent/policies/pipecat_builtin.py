@@ -8,7 +8,7 @@ apart from the model: no KNOWN FACTS, no slots, no ledger in the context. The ca
 model is shown.
 
 This module holds the policy's settings and its place in the session; the pipeline
-(:mod:`voice_agent.pipeline`) turns them into pipecat's own config objects
+(:mod:`voice_agent.call.pipeline`) turns them into pipecat's own config objects
 (``LLMAutoContextSummarizationConfig``, ``LLMContextSummaryConfig``) on the assistant aggregator.
 With ``summarize`` off it is plain pipecat with the full history.
 """

@@ -15,13 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_agent.call.session import CallSession
 from voice_agent.core.assembler import LANE_HEADERS
 from voice_agent.core.caller_history import message_text
 from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
 from voice_agent.policies.pipecat_builtin import is_pipecat_summary
-from voice_agent.session import CallSession
 
 MEMORY_ROLES = frozenset({"system", "developer"})
 """Roles of the messages a policy adds besides the raw turns (KNOWN FACTS, summary, knowledge, rules); pipecat's

@@ -23,7 +23,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 
-from voice_agent.scenarios import Scenario
+from voice_agent.harness.scenarios import Scenario
 from voice_agent.services.offline_llm import OfflineLLMService
 
 

@@ -26,6 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from voice_agent.call.session import CallSession, GuardEvent
 from voice_agent.core.drop_log import DropEvent, SummaryPass
 from voice_agent.core.ledger import LedgerEntry
 from voice_agent.core.policy import PolicyTracker
@@ -33,7 +34,6 @@ from voice_agent.core.provenance import CallerSpan, ModelOutput, Provenance, Too
 from voice_agent.core.slots import SlotValue
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
-from voice_agent.session import CallSession, GuardEvent
 
 SCHEMA_VERSION = 1
 """Bumped when the stored layout changes in a way older readers cannot follow."""

@@ -32,7 +32,7 @@ from loguru import logger
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketDisconnect
 
-from voice_agent.call_factory import CallFactory
+from voice_agent.call.factory import CallFactory
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.retrieval.index import shared_index
 from voice_agent.services.reference_llm import ReferenceLLMService

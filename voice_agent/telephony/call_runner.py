@@ -31,14 +31,14 @@ from starlette.websockets import WebSocketState
 from processors.speculative_retrieval import SpeculativeRetrieval
 from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
 from voice_agent.audio.manifest import AudioModelError
-from voice_agent.call_factory import CallFactory, CallParts
+from voice_agent.call.factory import CallFactory, CallParts
+from voice_agent.call.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
+from voice_agent.call.session import CallSession
 from voice_agent.core.resume import resume_line, unanswered
-from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
 from voice_agent.recording.record import CallRecorder
 from voice_agent.recording.tap import RecorderTap
 from voice_agent.retrieval.index import shared_index
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
-from voice_agent.session import CallSession
 from voice_agent.telephony.bridge import (
     CLOSE_CODES,
     FRAME_TOO_LARGE,

@@ -149,7 +149,7 @@ def _serve_worker(
     gc_young_threshold: int = DEFAULT_YOUNG_THRESHOLD,
 ) -> None:
     """One bridge process (``serve``'s body); a worker of ``--workers`` has its slot (index, fleet file, socket)."""
-    from voice_agent.call_factory import call_factory, call_store
+    from voice_agent.call.factory import call_factory, call_store
     from voice_agent.settings import SettingsError, load_settings
     from voice_agent.store.base import StoreError
     from voice_agent.telemetry import install_telemetry
@@ -173,7 +173,7 @@ def _serve_worker(
         return
     audio_stack = _stack("serve", stack).with_interims(interims)
     if script is not None:
-        from voice_agent.scenarios import load_scenario
+        from voice_agent.harness.scenarios import load_scenario
 
         try:
             scripted = load_scenario(script)
@@ -239,7 +239,7 @@ def dial_command(
     ] = None,
 ) -> None:
     """Calls the bridge as Twilio would and plays a scenario's caller lines with synthesised speech."""
-    from voice_agent.scenarios import load_scenario
+    from voice_agent.harness.scenarios import load_scenario
 
     need("telephony", "voice-agent dial")
     from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
@@ -336,8 +336,8 @@ async def _talk(stack: AudioStack) -> None:
     from pipecat.workers.runner import WorkerRunner
 
     from processors.spoken_ids import SpokenIdNormalizer, recognizer_prompt
-    from voice_agent.call_factory import build_call
-    from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
+    from voice_agent.call.factory import build_call
+    from voice_agent.call.pipeline import AUDIO_TURN_STOP_TIMEOUT, build_call_pipeline
     from voice_agent.settings import load_settings
     from voice_agent.telemetry import install_telemetry
 
@@ -394,10 +394,10 @@ async def run_audio_simulation(
         FileNotFoundError, ValueError: Unknown scenario or stack.
         AudioModelError: A model is missing.
     """
-    from voice_agent.call_factory import call_factory
-    from voice_agent.scenarios import load_scenario
+    from voice_agent.call.factory import call_factory
+    from voice_agent.harness.scenarios import load_scenario
+    from voice_agent.harness.simulation.report import retrieval_summary
     from voice_agent.settings import load_settings, with_overrides
-    from voice_agent.simulation.report import retrieval_summary
 
     need("audio", "the audio simulation (--modality audio)")  # first: the audio extra brings telephony too
     need("telephony", "the audio simulation (--modality audio)")

@@ -14,8 +14,8 @@ from typing import Any
 
 from loguru import logger
 
+from voice_agent.call.session import CallSession
 from voice_agent.core.effects import Effect
-from voice_agent.session import CallSession
 from voice_agent.store.base import CallStore, ItemsOutOfStep, StoredCall, StoreError, UnreadableCall
 from voice_agent.store.codec import APPENDED, StateError, counts, decode, decode_changes, encode_changes, restore
 

@@ -19,7 +19,7 @@ from types import FrameType
 import uvicorn
 from loguru import logger
 
-from voice_agent.call_factory import CallFactory
+from voice_agent.call.factory import CallFactory
 from voice_agent.telephony.accept_gate import AcceptGate
 from voice_agent.telephony.app import VoiceBridge
 from voice_agent.telephony.bridge import PolicyWebSocketProtocol

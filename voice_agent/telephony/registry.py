@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from voice_agent.session import CallSession
+from voice_agent.call.session import CallSession
 from voice_agent.telephony.bridge import EndReason
 from voice_agent.telephony.fleet import FleetReservation
 from voice_agent.telephony.providers import Provider

@@ -12,7 +12,7 @@ Three inputs, each labelled by its author and never by the engine under test:
   alone is the transcript (an agreement item's agent line first), and a date counts as ruled out
   when the verdict is ``conflict`` or ``superseded``. An agreement item also scores whether the
   guard accepts the proposed date exactly when the caller agreed.
-* **Generated calls** (:mod:`voice_agent.evaluation.date_calls`, or any JSON Lines of call records
+* **Generated calls** (:mod:`voice_agent.harness.evaluation.date_calls`, or any JSON Lines of call records
   carrying ``twin_role``/``expect`` and ``expect_cite_turns``). Each record's callback action is
   checked with ``DateGuard(reference).check(tool, action args, lane)``, the lane holding the
   utterances before the action. Per call class:
@@ -23,7 +23,7 @@ Three inputs, each labelled by its author and never by the engine under test:
   - *clean cited*: clean twins judged ``ok`` whose citations include a caller turn that asked for
     or agreed to the date (target >= 95 %).
 * **SGD perturbations** (``--sgd``): the existing replay and perturbation audit
-  (:mod:`voice_agent.evaluation.perturb`) over the public SGD calls, side by side.
+  (:mod:`voice_agent.harness.evaluation.perturb`) over the public SGD calls, side by side.
 
 Turn numbering of a replayed call: lane turn ``k`` (from 1) is the ``k``-th caller utterance of the
 record together with the agent utterances after it, up to the next caller utterance; agent
@@ -699,7 +699,7 @@ def sgd_figures(path: Path | str) -> dict[str, Any]:
         ``recorded`` false alarms and the ``stale``/``limit``/``unrelated`` catch rates, the ``expect`` scores of
         perturbed records when the file has any, or ``error`` when the file cannot be replayed.
     """
-    from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+    from voice_agent.harness.evaluation.replay import ReplayConfig, evaluate_file
     from voice_agent.policies import PolicyName
 
     try:
@@ -784,7 +784,7 @@ def evaluate_dates(
     Raises:
         InputError: An input file is missing or malformed.
     """
-    from voice_agent.evaluation.date_calls import generate_calls
+    from voice_agent.harness.evaluation.date_calls import generate_calls
 
     started = time.perf_counter()
     guard_factory = guard_factory or DateGuard

@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from voice_agent.call.session import CallSession
 from voice_agent.recording.record import TurnRecord
 from voice_agent.retrieval.speculative import SEARCH_BUDGET_PER_TURN
-from voice_agent.session import CallSession
 
 # Piped output (CI logs, `| tee`) has no terminal width; the side-by-side table needs about 130 columns.
 console = Console(highlight=False, width=max(shutil.get_terminal_size((130, 40)).columns, 130))

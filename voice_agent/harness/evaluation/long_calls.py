@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from voice_agent.scenarios import Scenario
+from voice_agent.harness.scenarios import Scenario
 
 TOPICS = (
     "the mobile app", "paperless letters", "the router lights", "roaming abroad", "the loyalty scheme",

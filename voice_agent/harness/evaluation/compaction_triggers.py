@@ -5,11 +5,11 @@ defaults (20 unsummarized messages or 8000 tokens, keep the last 4 messages) and
 (:mod:`voice_agent.core.compaction_trigger`). Corpora:
 
 * ``scenarios``: every scripted scenario under ``config/scenarios/`` and each of its paraphrases, played through
-  the real pipeline against the reference agent (:mod:`voice_agent.simulation.runner`), ``runs`` seeds each;
+  the real pipeline against the reference agent (:mod:`voice_agent.harness.simulation.runner`), ``runs`` seeds each;
 * ``sgd``: the public SGD call records (``../shared/data/sgd-calls-public.jsonl``, CC BY-SA 4.0, see its README),
-  replayed through the context core (:mod:`voice_agent.evaluation.replay`); they have no agent, so no re-asks;
+  replayed through the context core (:mod:`voice_agent.harness.evaluation.replay`); they have no agent, so no re-asks;
 * ``long``: every scenario stretched to 110 exchanges with side topics that come and go
-  (:mod:`voice_agent.evaluation.long_calls`), facts stated early and needed late.
+  (:mod:`voice_agent.harness.evaluation.long_calls`), facts stated early and needed late.
 
 Every summary is the simulation's seeded fault model (R = 0.9) over the extractive summarizer, so the table
 runs in minutes and every trigger meets the same faults for the same seed. What is measured comes from the
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from voice_agent.datafiles import SGD_CALLS, require_shared_data, shared_data_path
+from voice_agent.harness.stats import percentile
 from voice_agent.policies import PolicyName
-from voice_agent.stats import percentile
 
 POLICIES = (PolicyName.LANES, PolicyName.ROLLING)
 CORPORA = ("scenarios", "sgd", "long")
@@ -110,7 +110,7 @@ def _play(corpus: str, script: Any, spec: TriggerSpec, policy: PolicyName, run: 
     from loguru import logger
 
     from voice_agent.domains.billing import billing_domain
-    from voice_agent.simulation.runner import SimulationPlan, run_once
+    from voice_agent.harness.simulation.runner import SimulationPlan, run_once
 
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
@@ -125,7 +125,7 @@ def _replay_sgd(path: Path, spec: TriggerSpec, retention: float) -> list[CallRes
     """Replays the SGD records under both policies with ``spec`` (worker-process entry)."""
     from loguru import logger
 
-    from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+    from voice_agent.harness.evaluation.replay import ReplayConfig, evaluate_file
 
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
@@ -145,9 +145,9 @@ def _replay_sgd(path: Path, spec: TriggerSpec, retention: float) -> list[CallRes
 
 def scripts(runs: int) -> dict[str, list[tuple[Any, int]]]:
     """Corpus -> (script, seed) pairs: every scenario and paraphrase, and the long calls built from them."""
-    from voice_agent import paraphrases
-    from voice_agent.evaluation.long_calls import long_call
-    from voice_agent.scenarios import SCENARIO_DIR, load_scenario
+    from voice_agent.harness import paraphrases
+    from voice_agent.harness.evaluation.long_calls import long_call
+    from voice_agent.harness.scenarios import SCENARIO_DIR, load_scenario
 
     played: list[tuple[Any, int]] = []
     long: list[tuple[Any, int]] = []

@@ -38,10 +38,10 @@ from pipecat.workers.runner import WorkerRunner
 from starlette.websockets import WebSocketDisconnect
 
 from voice_agent.audio.stack import AudioStack
+from voice_agent.call.pipeline import AUDIO_TURN_STOP_TIMEOUT
 from voice_agent.core.call_state import CallState
 from voice_agent.domains.base import Domain, ToolError
 from voice_agent.domains.billing import billing_domain
-from voice_agent.pipeline import AUDIO_TURN_STOP_TIMEOUT
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.telephony.call_runner import PIPELINE_IN_RATE, PIPELINE_OUT_RATE
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap

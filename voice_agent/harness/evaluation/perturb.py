@@ -62,8 +62,8 @@ from voice_agent.core.dates import extract_constraints
 from voice_agent.core.guards.date_guard import DateVerdict, parse_date_argument
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
-from voice_agent.evaluation.replay import ActionContext, ArgumentRow, RecordReplay, check_date, link_map
-from voice_agent.scenarios import Fact, Scenario
+from voice_agent.harness.evaluation.replay import ActionContext, ArgumentRow, RecordReplay, check_date, link_map
+from voice_agent.harness.scenarios import Fact, Scenario
 
 PerturbationKind = Literal["stale", "limit", "unrelated"]
 PERTURBATIONS: tuple[PerturbationKind, ...] = ("stale", "limit", "unrelated")

@@ -2,7 +2,7 @@
 
 Every run is a call built by the one call factory from the settings, with the
 simulation's own instrument put in explicitly: the seeded fault model over the
-extractive summarizer (:mod:`voice_agent.simulation.fault_summarizer`). A recorder
+extractive summarizer (:mod:`voice_agent.harness.simulation.fault_summarizer`). A recorder
 observes each call from outside and the report is built from its records.
 """
 
@@ -20,19 +20,25 @@ from loguru import logger
 from pipecat.services.llm_service import LLMService
 
 from processors.speculative_retrieval import SpeculativeRetrieval
-from voice_agent.call_factory import CallParts, build_call
+from voice_agent.call.factory import CallParts, build_call
 from voice_agent.domains.base import Domain
+from voice_agent.harness.scenarios import Scenario
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
+from voice_agent.harness.simulation.report import (
+    RunOutcome,
+    TrackedFact,
+    lanes_minus_rolling,
+    outcome_of,
+    policy_report,
+)
+from voice_agent.harness.simulation.text_call import CallerLine, CallFailed, TurnTimeout, run_text_call
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder, TurnRecord
 from voice_agent.retrieval.index import shared_index
 from voice_agent.retrieval.speculative import BUDGETED_SPECULATION
-from voice_agent.scenarios import Scenario
 from voice_agent.services.fake_llm import FakeLLM, script_from_record
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
-from voice_agent.simulation.report import RunOutcome, TrackedFact, lanes_minus_rolling, outcome_of, policy_report
-from voice_agent.simulation.text_call import CallerLine, CallFailed, TurnTimeout, run_text_call
 
 CHUNK = 25
 """Runs per task handed to a worker process: small enough for a smooth progress bar."""

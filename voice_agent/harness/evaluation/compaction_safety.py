@@ -32,18 +32,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from voice_agent.agent.brain import BrainReply
-from voice_agent.call_factory import build_session
+from voice_agent.call.factory import build_session
 from voice_agent.core.call_state import CallState
 from voice_agent.core.policy import ContextPolicy, PolicyTracker, Regeneration
 from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 from voice_agent.domains.base import Domain
+from voice_agent.harness.scenarios import Scenario
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy
-from voice_agent.scenarios import Scenario
 from voice_agent.settings import load_settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 
 TRACE_FORMAT = "voice-agent-trace/1"
 CompactionMode = Literal["window", "all"]
@@ -115,9 +115,9 @@ async def record_trace_async(
     """
     from voice_agent.core.drop_log import facts_present
     from voice_agent.domains.billing import billing_domain
+    from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, fault_tracked
+    from voice_agent.harness.simulation.text_call import run_text_call
     from voice_agent.settings import load_settings, with_overrides
-    from voice_agent.simulation.runner import SimulationPlan, caller_lines, fault_tracked
-    from voice_agent.simulation.text_call import run_text_call
 
     factory = domain_factory or billing_domain
     # The trace replays through trackers of its own (cadence-driven): record it under the cadence too.

@@ -1,4 +1,4 @@
-"""Builds the pipecat pipeline for one call around a :class:`~voice_agent.session.CallSession`."""
+"""Builds the pipecat pipeline for one call around a :class:`~voice_agent.call.session.CallSession`."""
 
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ from processors.llm_watchdog import LLMWatchdog
 from processors.output_guard import OutputGuardProcessor
 from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
-from voice_agent.call_telemetry import emit_turn_span
+from voice_agent.call.session import CallSession
+from voice_agent.call.telemetry import emit_turn_span
 from voice_agent.core.caller_history import CallerHistoryReader
 from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
 from voice_agent.services.provider_hooks import message_dialect
-from voice_agent.session import CallSession
 
 AUDIO_TURN_STOP_TIMEOUT = 10.0
 """Seconds the user aggregator waits for a transcript after speech stops, with an offline STT."""

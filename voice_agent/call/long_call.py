@@ -29,10 +29,10 @@ from pipecat.services.llm_service import LLMService
 from pydantic import BaseModel
 
 from processors.tool_layer import guard_registered_handlers, registered_tools
-from voice_agent.call_factory import build_session
+from voice_agent.call.factory import build_session
+from voice_agent.call.pipeline import CallProcessors, call_processors
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.domains.base import Domain
-from voice_agent.pipeline import CallProcessors, call_processors
 from voice_agent.policies import PolicyName
 from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.factory import without_sdk_retries

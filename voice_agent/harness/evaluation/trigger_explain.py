@@ -12,8 +12,8 @@ from typing import Any
 
 from voice_agent.core.compaction_trigger import CompactionTrigger, TriggerDecision
 from voice_agent.core.policy import Trigger
+from voice_agent.harness.scenarios import Scenario
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import Scenario
 
 
 def trigger_of(policy: Any) -> CompactionTrigger | None:
@@ -29,10 +29,10 @@ def explain_run(
 ) -> dict[str, Any]:
     """Plays ``scenario`` once under ``policy`` and ``trigger``; returns every pass with its reasons."""
     from voice_agent.domains.billing import billing_domain
+    from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, scenario_facts
+    from voice_agent.harness.simulation.text_call import run_text_call
     from voice_agent.recording.record import CallRecorder
     from voice_agent.settings import Settings, with_overrides
-    from voice_agent.simulation.runner import SimulationPlan, caller_lines, scenario_facts
-    from voice_agent.simulation.text_call import run_text_call
 
     settings = with_overrides(Settings(), policy={"keep": keep, "every": every, "trigger": trigger.value,
                                                   "floor": floor, "batch": batch})

@@ -92,7 +92,7 @@ def print_replay_summary(report: dict[str, Any], *, show_failures: int = 10, out
 
     Every headline carries the harvest mode (``(harvest=ids)``): it decides what a tool result hands back.
     """
-    from voice_agent.evaluation.replay import KIND_ORDER, bucket_labels, harvest_label
+    from voice_agent.harness.evaluation.replay import KIND_ORDER, bucket_labels, harvest_label
 
     policies: dict[str, Any] = report["policies"]
     cfg = report["config"]
@@ -223,7 +223,7 @@ def replay(
     Harvest (--harvest), printed beside every figure: ids (default) hands back only what a real backend returns
     (identifiers, a created reference, a status); echo is an upper bound that hands every argument back.
     """
-    from voice_agent.evaluation.replay import ReplayConfig, evaluate_file
+    from voice_agent.harness.evaluation.replay import ReplayConfig, evaluate_file
     from voice_agent.settings import SettingsError, load_settings
     from voice_agent.telemetry import install_telemetry
 
@@ -253,7 +253,7 @@ def replay(
         json_path.write_text(json.dumps(result.report, indent=1, default=str), encoding="utf-8")
         console.print(f"report written to {json_path}")
     if html_dir is not None:
-        from voice_agent.evaluation.html_report import render_html
+        from voice_agent.harness.evaluation.html_report import render_html
 
         index = render_html(result.report, html_dir, timeline_calls=timeline_calls)
         console.print(f"HTML report written to {index}")
@@ -296,7 +296,7 @@ def compaction_safety_command(
     """Forces a summary pass at every turn and diffs the agent's identifier arguments against no compaction."""
     import asyncio
 
-    from voice_agent.evaluation.compaction_safety import compaction_safety, load_traces, record_trace
+    from voice_agent.harness.evaluation.compaction_safety import compaction_safety, load_traces, record_trace
 
     if mode not in ("window", "all"):
         _fail(f"--mode takes window or all, got {mode!r}")
@@ -306,7 +306,7 @@ def compaction_safety_command(
         if path.suffix == ".json" or path.is_file():
             traces = load_traces(path)
         else:
-            from voice_agent.scenarios import load_scenario
+            from voice_agent.harness.scenarios import load_scenario
 
             console.print(f"recording a trace of scenario {trace!r} (lanes, seed {seed or 0})")
             traces = [record_trace(load_scenario(trace), seed=seed or 0, retention=retention or 0.9)]
@@ -359,10 +359,10 @@ def retention_command(
     sgd: Annotated[Path | None, typer.Option("--sgd", help="--summarizer: the public SGD calls (JSON Lines).")] = None,
 ) -> None:
     """Per-pass retention R per fact kind with a 95% Wilson interval, from drop logs (or measured: --summarizer)."""
-    from voice_agent.evaluation.retention import retention_report
+    from voice_agent.harness.evaluation.retention import retention_report
 
     if summarizer is not None:
-        from voice_agent.evaluation import real_retention
+        from voice_agent.harness.evaluation import real_retention
 
         try:
             measured = real_retention.run_measurement(
@@ -400,7 +400,7 @@ def _mark(met: bool | None) -> str:
 
 def print_dates(report: dict[str, Any], *, show_failures: int = 10, out: Console = console) -> None:
     """The terminal summary of ``voice-agent eval dates``: calls per class with targets, SGD beside, sentences."""
-    from voice_agent.evaluation.date_eval import TARGETS
+    from voice_agent.harness.evaluation.date_eval import TARGETS
 
     engine = report["engine"]
     out.print(f"[bold]date guard evaluation[/]: guard {engine['guard']}; statements {engine['read_statements']}")
@@ -508,8 +508,14 @@ def date_verdicts_command(
     breaks caught >= 98 %, clean dates accepted citing the caller's turn >= 95 %. Exit 0 unless an input is broken
     (2), or, with --strict, a target is missed (1).
     """
-    from voice_agent.evaluation.date_calls import write_calls as write_jsonl
-    from voice_agent.evaluation.date_eval import DEFAULT_SENTENCES, DEFAULT_SGD, DatesConfig, InputError, evaluate_dates
+    from voice_agent.harness.evaluation.date_calls import write_calls as write_jsonl
+    from voice_agent.harness.evaluation.date_eval import (
+        DEFAULT_SENTENCES,
+        DEFAULT_SGD,
+        DatesConfig,
+        InputError,
+        evaluate_dates,
+    )
 
     if n < 1:
         _fail(f"--n must be at least 1, got {n}")
@@ -540,7 +546,7 @@ def date_verdicts_command(
 
 def print_retrieval(report: dict[str, Any], *, show_failures: int = 0, blind_failures: bool = False,
                     out: Console = console) -> None:
-    """Prints the retrieval-quality table of :func:`voice_agent.evaluation.retrieval_eval.evaluate_sets`."""
+    """Prints the retrieval-quality table of :func:`voice_agent.harness.evaluation.retrieval_eval.evaluate_sets`."""
     table = Table(title="Retrieval quality (P@3: precision@3 over what was injected)")
     for column in ("set", "ans / unans", "P@3", "MRR", "hit@3", "none injected", "empty on ans", "ASR slips P@3/MRR"):
         table.add_column(column, justify="left" if column == "set" else "right", no_wrap=True)
@@ -580,7 +586,7 @@ def retrieval_command(
     changed). Floor: precision@3 >= 0.80 on heldout. Exit 0 unless a set file is broken (2) or, with --strict,
     the floor is missed (1).
     """
-    from voice_agent.evaluation.retrieval_eval import evaluate_sets
+    from voice_agent.harness.evaluation.retrieval_eval import evaluate_sets
     from voice_agent.retrieval.index import HybridIndex
 
     try:
@@ -616,7 +622,7 @@ def triggers_command(
     import os
     import time
 
-    from voice_agent.evaluation.compaction_triggers import (
+    from voice_agent.harness.evaluation.compaction_triggers import (
         render,
         render_verdicts,
         run_table,
@@ -645,7 +651,7 @@ def triggers_command(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Runs ``eval_app`` standalone (``python -m voice_agent.evaluation.cli``)."""
+    """Runs ``eval_app`` standalone (``python -m voice_agent.harness.evaluation.cli``)."""
     eval_app(args=list(argv) if argv is not None else None)
 
 
@@ -657,7 +663,7 @@ def _count(k: int, n: int) -> str:
 def print_contract(report: dict[str, Any], *, show_failures: int = 10, show_test_failures: bool = False,
                    out: Console = console) -> None:
     """The terminal summary of ``voice-agent eval dates``: per set and reader, overall and per class."""
-    from voice_agent.evaluation.date_contract_eval import TARGETS
+    from voice_agent.harness.evaluation.date_contract_eval import TARGETS
 
     summary = Table(title="Date contract on data written apart from the engine (dev: rules tuned on it; "
                           "test: never looked at item by item)")
@@ -748,7 +754,7 @@ def dates_command(
     <= 2 %; clean dates that run with no question >= 85 %. Exit 0 unless an input is broken (2) or, with --strict, a
     target is missed (1).
     """
-    from voice_agent.evaluation.date_contract_eval import (
+    from voice_agent.harness.evaluation.date_contract_eval import (
         CONTRACT_DIR,
         SETS,
         ContractConfig,

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_agent.harness.stats import percentile
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.retrieval.speculative import SEARCH_BUDGET_PER_TURN
-from voice_agent.stats import percentile
 
 ACTION_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dispute": ("open_dispute", ("invoice_id", "order_id", "category")),

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.transcript import TranscriptEntry
+from voice_agent.harness.simulation.faults import FaultShape, carry
 from voice_agent.policies.base import PolicySummarizer
-from voice_agent.simulation.faults import FaultShape, carry
 from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
 
 ROOMY = ExtractiveConfig(max_lines=200, max_words=80)

@@ -3,8 +3,8 @@
 The harness connects to ``ws://HOST:PORT/ws`` as an RTVI client and sends ``eval-connect``
 first; :func:`bot` hands the accepted WebSocket to ``pipecat.runner.utils.create_transport``,
 which recognises that message and builds pipecat's ``EvalFastAPIWebsocketTransport``. Every
-connection gets its own :class:`~voice_agent.session.CallSession` and pipeline (the same
-:func:`~voice_agent.pipeline.build_call_pipeline` as a live call), with the offline,
+connection gets its own :class:`~voice_agent.call.session.CallSession` and pipeline (the same
+:func:`~voice_agent.call.pipeline.build_call_pipeline` as a live call), with the offline,
 deterministic reference agent unless the settings name a hosted LLM. ``PipelineWorker``
 prepends the RTVI processor and adds its observer; the harness reads the agent's text
 (``llm_response``) and its tool calls (``function_call``) from them. The observer reports
@@ -21,12 +21,12 @@ The server is a bare FastAPI app with the single ``/ws`` route, run by uvicorn. 
 dev runner (``pipecat.runner.run.main()``) serves the same route but needs the
 ``pipecat-ai[runner]`` extra (``pipecat-ai-prebuilt``, and ``python-multipart`` for its upload
 routes), which this project does not install; :func:`bot` still has the dev runner's
-signature, so a ``bot.py`` holding ``from voice_agent.eval_bot import bot`` runs under
+signature, so a ``bot.py`` holding ``from voice_agent.harness.eval_bot import bot`` runs under
 ``pipecat.runner.run.main()`` where those are installed.
 
 Run it by hand, from the repository root (``config/settings.toml`` is read from there)::
 
-    .venv/bin/python -m voice_agent.eval_bot --port 7860 --keep 2 --every 2 --reference-date 2026-11-30
+    .venv/bin/python -m voice_agent.harness.eval_bot --port 7860 --keep 2 --every 2 --reference-date 2026-11-30
     .venv/bin/python scripts/run_pipecat_eval.py config/evals/billing_dispute_memory.yaml \\
         --bot-url ws://127.0.0.1:7860/ws
 
@@ -64,9 +64,9 @@ from pipecat.runner.utils import create_transport
 from pipecat.services.llm_service import LLMService
 from pipecat.workers.runner import WorkerRunner
 
-from voice_agent.call_factory import CallParts, build_call
+from voice_agent.call.factory import CallParts, build_call
+from voice_agent.call.pipeline import build_call_pipeline, text_turns
 from voice_agent.domains.base import Domain
-from voice_agent.pipeline import build_call_pipeline, text_turns
 from voice_agent.policies import PolicyName
 from voice_agent.services.factory import make_llm
 from voice_agent.services.reference_llm import ReferenceLLMService
@@ -147,7 +147,7 @@ class EvalBotOptions:
 
     Attributes:
         settings: Validated settings, command-line overrides applied: every call is built from them
-            by :func:`voice_agent.call_factory.build_call`.
+            by :func:`voice_agent.call.factory.build_call`.
         stream_delay: Reference agent only: seconds between streamed words, so a
             ``send_after`` barge-in can cut a reply mid-sentence.
     """
@@ -263,7 +263,7 @@ def create_app(options: EvalBotOptions) -> FastAPI:
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m voice_agent.eval_bot",
+        prog="python -m voice_agent.harness.eval_bot",
         description=f"Serve the voice agent to pipecat's eval harness on ws://HOST:PORT{WS_ROUTE} (text modality).",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
@@ -312,7 +312,7 @@ def options_from_args(args: argparse.Namespace) -> EvalBotOptions:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m voice_agent.eval_bot``: serves ``/ws`` until interrupted.
+    """``python -m voice_agent.harness.eval_bot``: serves ``/ws`` until interrupted.
 
     Args:
         argv: Command line without the program name; None reads ``sys.argv``.

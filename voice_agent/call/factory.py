@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from pipecat.services.llm_service import LLMService
 
+from voice_agent.call.session import CallSession, SessionConfig
 from voice_agent.core.guards.output_guard import OutputGuardConfig
 from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.core.policy import Trigger
@@ -25,7 +26,6 @@ from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
 from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
-from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError
 from voice_agent.store.base import CallStore
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from voice_agent.call.session import CallSession
 from voice_agent.core.transcript import EntryKind
-from voice_agent.session import CallSession
 from voice_agent.telemetry import emit_span
 
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from voice_agent.scenarios import SCENARIO_DIR, Fact, Scenario, Turn
+from voice_agent.harness.scenarios import SCENARIO_DIR, Fact, Scenario, Turn
 
 PARAPHRASE_DIR = SCENARIO_DIR / "paraphrases"
 """Where paraphrase files live (``SCENARIO_ID.yaml``)."""

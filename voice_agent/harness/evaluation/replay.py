@@ -63,7 +63,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 from voice_agent.agent.brain import Brain
-from voice_agent.call_factory import build_session
+from voice_agent.call.factory import build_session
 from voice_agent.core.assembler import KNOWN_FACTS_HEADER, AssembledContext, AssemblerConfig
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import DropEvent, facts_present
@@ -74,10 +74,10 @@ from voice_agent.core.tool_gate import GateDecision, ToolGate
 from voice_agent.core.tool_spec import HarvestField, ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.base import Domain
+from voice_agent.harness.scenarios import Action, Fact, Scenario, load_call_records
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 from voice_agent.policies import PolicyName
-from voice_agent.scenarios import Action, Fact, Scenario, load_call_records
 from voice_agent.settings import Settings, with_overrides
-from voice_agent.simulation.fault_summarizer import FaultInjectingSummarizer, flat_tracked
 
 ReplayMode = Literal["caller", "all"]
 HarvestMode = Literal["ids", "echo"]
@@ -443,7 +443,7 @@ class RecordReplay:
         call: Record id.
         arguments: One row per action argument.
         expect: The record's ``expect`` check, if it has one (filled by :func:`evaluate_records`, which knows the
-            record's clean twin; see :mod:`voice_agent.evaluation.perturb`).
+            record's clean twin; see :mod:`voice_agent.harness.evaluation.perturb`).
         perturbed: The record carries ``expect`` (a perturbed copy of a call).
         tool_results: Action index -> the structured result the model received (the backend's answer, or the
             gate's rejection), from the first policy's run.
@@ -819,9 +819,9 @@ async def evaluate_records(
         on_record: Progress callback, called with the number of records done.
         extras: Record id -> raw action objects (see :func:`read_action_extras`).
         raw: Record id -> the raw record object, for explicit ``perturbation`` fields (see
-            :mod:`voice_agent.evaluation.perturb`); without it perturbed records are paired by id and diffed.
+            :mod:`voice_agent.harness.evaluation.perturb`); without it perturbed records are paired by id and diffed.
     """
-    from voice_agent.evaluation.perturb import DateGuardAudit, expect_report
+    from voice_agent.harness.evaluation.perturb import DateGuardAudit, expect_report
 
     audit = DateGuardAudit(seed=config.seed)
     replays = []

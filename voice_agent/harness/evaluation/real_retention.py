@@ -47,8 +47,8 @@ from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import EpisodeSummary, Summarizer, SummaryRequest
 from voice_agent.core.transcript import TranscriptLane
 from voice_agent.datafiles import SGD_CALLS, require_shared_data, shared_data_path
-from voice_agent.evaluation.retention import wilson_interval
-from voice_agent.scenarios import Fact, Scenario
+from voice_agent.harness.evaluation.retention import wilson_interval
+from voice_agent.harness.scenarios import Fact, Scenario
 
 SGD_PATH = shared_data_path(SGD_CALLS)
 SGD_ATTRIBUTION = (
@@ -210,8 +210,8 @@ def load_inputs(sources: Sequence[str], *, calls: int | None, seed: int = 0,
     Raises:
         ValueError: An unknown source, or the SGD file cannot be read.
     """
-    from voice_agent import paraphrases
-    from voice_agent.scenarios import list_scenarios, load_call_records, load_scenario
+    from voice_agent.harness import paraphrases
+    from voice_agent.harness.scenarios import list_scenarios, load_call_records, load_scenario
 
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:

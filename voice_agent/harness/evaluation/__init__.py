@@ -9,5 +9,5 @@ summary pass at every turn of a simulated call (:mod:`.compaction_safety`);
 with their twins (:mod:`.date_eval`, :mod:`.date_calls`).
 
 The replay, perturbation and retention code imports nothing from pipecat; only
-:func:`voice_agent.evaluation.compaction_safety.record_trace` runs the pipeline.
+:func:`voice_agent.harness.evaluation.compaction_safety.record_trace` runs the pipeline.
 """

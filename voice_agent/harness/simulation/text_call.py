@@ -15,10 +15,10 @@ from pipecat.services.llm_service import LLMService
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
-from voice_agent.pipeline import CallPipeline, build_call_pipeline, text_turns
+from voice_agent.call.pipeline import CallPipeline, build_call_pipeline, text_turns
+from voice_agent.call.session import CallSession
 from voice_agent.recording.observer import RecorderObserver
 from voice_agent.recording.record import CallRecorder
-from voice_agent.session import CallSession
 
 USER_ID = "caller"
 

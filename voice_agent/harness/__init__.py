@@ -1,0 +1,6 @@
+"""The harness: what measures the product and is never part of a served call.
+
+Simulated calls and their fault model (``simulation``), the evaluations and benchmarks' figures
+(``evaluation``), the scripted calls and their paraphrases (``scenarios``, ``paraphrases``), the policy
+calculator's report (``policy_report``) and pipecat's eval-harness bot (``eval_bot``).
+"""
