@@ -36,7 +36,7 @@ from voice_agent.telephony.config import ConfigError, ServerConfig
 from voice_agent.telephony.emulator import SILENCE, EmulatorConfig, TwilioCallerEmulator, post_webhook
 from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials
-from voice_agent.telephony.registry import CallRecord
+from voice_agent.telephony.registry import RegisteredCall
 
 LINES = [t.text for t in load_scenario("bridge_smoke").turns if t.speaker == "caller"]
 DATE = dt.date(2026, 11, 30)
@@ -69,7 +69,7 @@ async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def ended(bridge: VoiceBridge) -> list[CallRecord]:
+def ended(bridge: VoiceBridge) -> list[RegisteredCall]:
     return [r for r in bridge.registry.all() if r.state == "ended" and r.started is not None]
 
 

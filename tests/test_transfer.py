@@ -35,7 +35,7 @@ from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials, Provider
-from voice_agent.telephony.registry import CallRecord
+from voice_agent.telephony.registry import RegisteredCall
 from voice_agent.telephony.rest_emulator import TwilioRestEmulator
 from voice_agent.telephony.signatures import compute_plivo_signature
 from voice_agent.telephony.transfer import CALL_HEADER, TRANSFER_LINE, ProviderTransfer, post_card
@@ -69,7 +69,7 @@ def twilio_credentials(rest: TwilioRestEmulator) -> HangupCredentials:
                              twilio_base_url=rest.base_url)
 
 
-def agent_lines(record: CallRecord) -> list[str]:
+def agent_lines(record: RegisteredCall) -> list[str]:
     return [t["agent"] for t in record.turns]
 
 
@@ -237,7 +237,7 @@ START: dict[Provider, Callable[[str], dict[str, Any]]] = {
 
 async def served_call_transfers(provider: Provider, credentials: HangupCredentials, secret: Any,
                                 settings: TransferConfig, tmp_path: Path,
-                                after_end: Callable[[], bool] | None = None) -> tuple[CallRecord, dict[str, Any]]:
+                                after_end: Callable[[], bool] | None = None) -> tuple[RegisteredCall, dict[str, Any]]:
     """Opens a served call of ``provider`` by hand, runs its ``transfer_to_human``; (record, tool result).
     ``after_end``: what to wait for once the call's stream has ended, the bridge still serving."""
     call_id = {Provider.TELNYX: "v3:telnyx-transfer-1", Provider.PLIVO: "5a1b2c3d-plivo-transfer-1"}[provider]

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from voice_agent.harness.scenarios import SCENARIO_DIR, Fact, Scenario, Turn
+from voice_agent.harness.scenarios import SCENARIO_DIR, Fact, Scenario, Utterance
 
 PARAPHRASE_DIR = SCENARIO_DIR / "paraphrases"
 """Where paraphrase files live (``SCENARIO_ID.yaml``)."""
@@ -326,7 +326,7 @@ def variants(scenario: Scenario, count: int = MIN_VARIANTS, directory: Path | st
     copies: list[Scenario] = []
     for number in range(count):
         chosen = {line.utterance: line.variants[number] for line in paraphrases.lines}
-        turns: list[Turn] = [
+        turns: list[Utterance] = [
             turn.model_copy(update={"text": chosen[index].text}) if index in chosen else turn.model_copy()
             for index, turn in enumerate(scenario.turns)
         ]

@@ -32,7 +32,7 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Turn(_Record):
+class Utterance(_Record):
     """One utterance."""
 
     speaker: Literal["caller", "agent"]
@@ -98,7 +98,7 @@ class Scenario(_Record):
     source: str = "scenario"
     domain: str
     reference_date: dt.date | None = None
-    turns: list[Turn]
+    turns: list[Utterance]
     facts: list[Fact] = Field(default_factory=list)
     actions: list[Action] = Field(default_factory=list)
     tools: dict[str, dict[str, str]] | None = None

@@ -54,7 +54,7 @@ from voice_agent.telephony.providers import (
     retry_instruction,
     stream_instruction,
 )
-from voice_agent.telephony.registry import CallRecord, CallRegistry
+from voice_agent.telephony.registry import CallRegistry, RegisteredCall
 from voice_agent.telephony.transfer import missing_credentials
 from voice_agent.telephony.webhooks import (
     CREDENTIAL_VARIABLES,
@@ -313,7 +313,7 @@ class VoiceBridge:
             if entry is not None and entry.get("state") != "reserved":
                 self.registry.cancel(record, f"stream taken by {entry.get('worker', 'another worker')}")
 
-    async def _fleet_reserve(self, record: CallRecord) -> bool:
+    async def _fleet_reserve(self, record: RegisteredCall) -> bool:
         """Takes the call's fleet slot and publishes its token; a full fleet (or a Redis failure) refuses it."""
         assert self.config.fleet is not None
         reservation = FleetReservation(record.call_id, record.provider.value, record.provider_call_id, record.leg,
@@ -329,7 +329,7 @@ class VoiceBridge:
             self.registry.refused += 1
         return taken
 
-    async def _claim(self, token: str | None, provider_call_id: str) -> CallRecord | str:
+    async def _claim(self, token: str | None, provider_call_id: str) -> RegisteredCall | str:
         """The call a stream's token names, from this worker's reservations or, in a fleet, any worker's."""
         fleet = self.config.fleet
         if fleet is None or not token:

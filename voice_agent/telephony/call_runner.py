@@ -50,7 +50,7 @@ from voice_agent.telephony.config import ServerConfig
 from voice_agent.telephony.journal import CallJournal, ensure_record_dir, write_private
 from voice_agent.telephony.persistence import CallPersistence, StoreEffectLog
 from voice_agent.telephony.providers import Provider, StreamStart, make_serializer
-from voice_agent.telephony.registry import CallRecord, end_as, resumable
+from voice_agent.telephony.registry import RegisteredCall, end_as, resumable
 from voice_agent.telephony.transfer import ProviderTransfer, plivo_xml
 
 PIPELINE_IN_RATE = 16000
@@ -76,7 +76,7 @@ RECORD_THREADS = 4
 class LiveCall:
     """One call running on this worker: its record and the parts a drain or a heartbeat reaches."""
 
-    record: CallRecord
+    record: RegisteredCall
     worker: PipelineWorker | None = None
     recorder: CallRecorder | None = None
     journal: CallJournal | None = None
@@ -88,7 +88,7 @@ class LiveCall:
     transfer: ProviderTransfer | None = None
 
 
-async def _save_awhile(persistence: CallPersistence, session: CallSession, record: CallRecord, what: str) -> None:
+async def _save_awhile(persistence: CallPersistence, session: CallSession, record: RegisteredCall, what: str) -> None:
     """Saves the call, waiting at most :data:`TURN_SAVE_WAIT_SECS`: a store that hangs must not silence the call,
     so past that the save goes on in the background and the call goes on."""
     saving = asyncio.ensure_future(persistence.save(session, leg=record.leg, provider_call_id=record.provider_call_id))
@@ -98,7 +98,7 @@ async def _save_awhile(persistence: CallPersistence, session: CallSession, recor
         logger.warning("call {}: the store is slow; {} goes on before its save ends", record.call_id, what)
 
 
-def _close_code(record: CallRecord) -> tuple[int, str]:
+def _close_code(record: RegisteredCall) -> tuple[int, str]:
     """The WebSocket close code and reason for how the call ended."""
     try:
         code = CLOSE_CODES[EndReason(record.end)]
@@ -235,7 +235,7 @@ class CallRunner:
                 await close_socket(websocket, *_close_code(record))
 
     def _connect_transfer(
-        self, websocket: WebSocket, record: CallRecord, live: LiveCall, session: CallSession,
+        self, websocket: WebSocket, record: RegisteredCall, live: LiveCall, session: CallSession,
         close_call: Callable[[str, EndReason], Awaitable[None]],
     ) -> None:
         """Gives the call's domain its line to the provider, so ``transfer_to_human`` moves the phone call.
@@ -278,7 +278,7 @@ class CallRunner:
         if session.domain.use_transfer(transfer):
             live.transfer = transfer
 
-    def _open_journal(self, record: CallRecord) -> CallJournal | None:
+    def _open_journal(self, record: RegisteredCall) -> CallJournal | None:
         """The call's append-only record file, with its opening line (None without a transcript directory)."""
         if self.config.transcript_dir is None:
             return None
@@ -292,7 +292,7 @@ class CallRunner:
                       config=record.extra.get("config"), leg=record.leg, resumed_at_turn=record.resumed_at_turn)
         return journal
 
-    def _build_parts(self, call_id: str, record: CallRecord) -> tuple[CallParts, Any]:
+    def _build_parts(self, call_id: str, record: RegisteredCall) -> tuple[CallParts, Any]:
         parts = self.factory(call_id)
         if self.persistence is not None:
             # Every leg of the call shares its mutating calls' records: none runs twice (voice_agent.core.effects).
@@ -310,7 +310,7 @@ class CallRunner:
                                         script_from=parts.session.turn)
         return parts, audio
 
-    def _resume_opening(self, record: CallRecord, session: CallSession) -> str | None:
+    def _resume_opening(self, record: RegisteredCall, session: CallSession) -> str | None:
         """A resumed call's first line (entered in the transcript as said), or None for a new call."""
         if record.resumed_at_turn is None:
             if record.leg > 1 or "resume_problem" in record.extra:  # the caller was mid-call: the agent speaks
@@ -323,7 +323,7 @@ class CallRunner:
         session.record_agent(line)
         return line
 
-    async def _persist_end(self, record: CallRecord, session: CallSession) -> None:
+    async def _persist_end(self, record: RegisteredCall, session: CallSession) -> None:
         """At the end of a stream: a call that may come back keeps its state live, any other is marked ended.
 
         It may come back when the stream ended without the caller hanging up: a drain handed it over,
@@ -440,7 +440,7 @@ class CallRunner:
         return worker
 
     async def _finish(
-        self, record: CallRecord, session: CallSession | None, recorder: CallRecorder | None = None,
+        self, record: RegisteredCall, session: CallSession | None, recorder: CallRecorder | None = None,
         journal: CallJournal | None = None,
     ) -> None:
         record.state = "ended"

@@ -1,4 +1,4 @@
-"""The call registry: each call's :class:`CallRecord`, and the slot rule of :class:`CallRegistry`.
+"""The call registry: each call's :class:`RegisteredCall`, and the slot rule of :class:`CallRegistry`.
 
 Reservations (a webhook answered with a stream token), streaming calls and recently ended calls, and who gets a
 slot when every one is taken.
@@ -22,7 +22,7 @@ _KEEP_ENDED = 200
 
 
 @dataclass
-class CallRecord:
+class RegisteredCall:
     """One call's entry in the registry, kept after the call ends (transcript included).
 
     Attributes:
@@ -127,7 +127,7 @@ class CallRegistry:
         self.max_calls = max_calls
         self.token_ttl = token_ttl
         self.grace = grace
-        self._records: OrderedDict[str, CallRecord] = OrderedDict()
+        self._calls: OrderedDict[str, RegisteredCall] = OrderedDict()
         self._by_token: dict[str, str] = {}
         self._counter = itertools.count(1)
         self.refused = 0
@@ -135,36 +135,36 @@ class CallRegistry:
 
     def _expire(self) -> None:
         now = time.monotonic()
-        for record in list(self._records.values()):
+        for record in list(self._calls.values()):
             if record.state == "reserved" and record.expires < now:
                 record.state = "ended"
                 record.reason = "stream never connected (token expired)"
                 record.ended = time.time()
                 self._by_token.pop(record.token, None)
-        ended = [k for k, r in self._records.items() if r.state == "ended"]
+        ended = [k for k, r in self._calls.items() if r.state == "ended"]
         excess = len(ended) - _KEEP_ENDED
         if excess > 0:
             # Reservations that never streamed go first: a flood of webhooks cannot push real calls out.
-            never = [k for k in ended if self._records[k].started is None]
-            streamed = [k for k in ended if self._records[k].started is not None]
+            never = [k for k in ended if self._calls[k].started is None]
+            streamed = [k for k in ended if self._calls[k].started is not None]
             for key in (never + streamed)[:excess]:
-                self._records.pop(key, None)
+                self._calls.pop(key, None)
 
     @property
     def busy(self) -> int:
         """Reserved plus active calls."""
         self._expire()
-        return sum(1 for r in self._records.values() if r.state in ("reserved", "active"))
+        return sum(1 for r in self._calls.values() if r.state in ("reserved", "active"))
 
     @property
-    def active(self) -> list[CallRecord]:
+    def active(self) -> list[RegisteredCall]:
         """Calls whose stream is running."""
-        return [r for r in self._records.values() if r.state == "active"]
+        return [r for r in self._calls.values() if r.state == "active"]
 
     def reserve(
         self, provider: Provider, provider_call_id: str | None, resume: tuple[str, int] | None = None,
         address: str | None = None, returned: bool = False,
-    ) -> CallRecord | None:
+    ) -> RegisteredCall | None:
         """The call's reservation (an existing one for a repeated webhook), or None when it gets none.
 
         See the class docstring for the rule.
@@ -180,7 +180,7 @@ class CallRegistry:
         """
         self._expire()
         if provider_call_id:
-            for known in list(self._records.values()):
+            for known in list(self._calls.values()):
                 if known.provider is not provider or known.provider_call_id != provider_call_id:
                     continue
                 if known.state == "reserved" and (resume is None or known.leg == resume[1]):
@@ -193,14 +193,14 @@ class CallRegistry:
                     # An earlier leg ran here; the new leg replaces it, also while the old one is still
                     # closing (its stream dropped, the provider came straight back), or still looks alive
                     # (half-open) when the provider came back with its key.
-                    self._records.pop(known.call_id, None)
+                    self._calls.pop(known.call_id, None)
                     continue
                 if known.started is not None:  # streaming or streamed: one slot per call, once
                     self.refused += 1
                     return None
         if self.busy >= self.max_calls:
             now = time.monotonic()
-            stale = next((r for r in self._records.values()
+            stale = next((r for r in self._calls.values()
                           if r.state == "reserved" and now - r.created >= self.grace), None)
             if stale is None and address is not None:
                 stale = self._over_fair_share(address)
@@ -215,21 +215,21 @@ class CallRegistry:
             self.evicted += 1
         token = secrets.token_urlsafe(24)
         call_id = resume[0] if resume is not None else f"call-{next(self._counter)}-{secrets.token_hex(3)}"
-        record = CallRecord(call_id, provider, token, expires=time.monotonic() + self.token_ttl,
+        record = RegisteredCall(call_id, provider, token, expires=time.monotonic() + self.token_ttl,
                             provider_call_id=provider_call_id, leg=resume[1] if resume is not None else 1,
                             address=address)
-        self._records[call_id] = record
+        self._calls[call_id] = record
         self._by_token[token] = call_id
         return record
 
-    def _over_fair_share(self, address: str) -> CallRecord | None:
+    def _over_fair_share(self, address: str) -> RegisteredCall | None:
         """The newest reservation of the address holding the most, when it holds more than ``address`` would.
 
         Unsigned webhooks cost nothing to send: without this, one address at its rate limit keeps every slot
         reserved with fresh (grace-protected) reservations and real callers hear the busy line.
         """
-        held: dict[str, list[CallRecord]] = {}
-        for record in self._records.values():
+        held: dict[str, list[RegisteredCall]] = {}
+        for record in self._calls.values():
             if record.state == "reserved" and record.address is not None:
                 held.setdefault(record.address, []).append(record)
         if not held:
@@ -239,13 +239,13 @@ class CallRegistry:
             return None
         return held[heaviest][-1]
 
-    def claim(self, token: str | None, provider_call_id: str) -> CallRecord | str:
+    def claim(self, token: str | None, provider_call_id: str) -> RegisteredCall | str:
         """The reservation a stream's token names, now active; or why it is refused."""
         self._expire()
         if not token:
             return "missing stream token"
         call_id = self._by_token.pop(token, None)
-        record = self._records.get(call_id) if call_id else None
+        record = self._calls.get(call_id) if call_id else None
         if record is None or record.state != "reserved":
             return "invalid or expired stream token"
         if record.provider_call_id and record.provider_call_id != provider_call_id:
@@ -256,43 +256,43 @@ class CallRegistry:
         record.started = time.time()
         return record
 
-    def cancel(self, record: CallRecord, reason: str) -> None:
+    def cancel(self, record: RegisteredCall, reason: str) -> None:
         """Drops a reservation that cannot stand (the fleet is full): its token stops working."""
         record.state, record.reason, record.ended = "ended", reason, time.time()
         self._by_token.pop(record.token, None)
 
     @property
-    def reserved(self) -> list[CallRecord]:
+    def reserved(self) -> list[RegisteredCall]:
         """Reservations whose stream has not connected here (yet)."""
         self._expire()
-        return [r for r in self._records.values() if r.state == "reserved"]
+        return [r for r in self._calls.values() if r.state == "reserved"]
 
-    def adopt(self, reservation: FleetReservation, token: str, provider_call_id: str) -> CallRecord | str:
+    def adopt(self, reservation: FleetReservation, token: str, provider_call_id: str) -> RegisteredCall | str:
         """A stream whose token another worker of the fleet issued: the call is now active here, or why not."""
         if reservation.provider_call_id and reservation.provider_call_id != provider_call_id:
             return "stream token belongs to another call"
         self._expire()
-        self._records.pop(reservation.call_id, None)  # an earlier leg of this call may have run here
-        record = CallRecord(reservation.call_id, Provider(reservation.provider), token, state="active",
+        self._calls.pop(reservation.call_id, None)  # an earlier leg of this call may have run here
+        record = RegisteredCall(reservation.call_id, Provider(reservation.provider), token, state="active",
                             provider_call_id=provider_call_id, started=time.time(), leg=reservation.leg,
                             resume_key=reservation.resume_key or secrets.token_urlsafe(16),
                             returning_key=reservation.returning_key)
         if reservation.resume_problem:
             record.extra["resume_problem"] = reservation.resume_problem
-        self._records[record.call_id] = record
+        self._calls[record.call_id] = record
         return record
 
-    def get(self, call_id: str) -> CallRecord | None:
+    def get(self, call_id: str) -> RegisteredCall | None:
         """A call by id (recent ended calls included)."""
-        return self._records.get(call_id)
+        return self._calls.get(call_id)
 
-    def all(self) -> list[CallRecord]:
+    def all(self) -> list[RegisteredCall]:
         """Every record held, oldest first."""
         self._expire()
-        return list(self._records.values())
+        return list(self._calls.values())
 
 
-def end_as(record: CallRecord, reason: str, end: EndReason) -> None:
+def end_as(record: RegisteredCall, reason: str, end: EndReason) -> None:
     """Records why the call ended; the first cause wins."""
     if not record.reason:
         record.reason = reason
@@ -300,7 +300,7 @@ def end_as(record: CallRecord, reason: str, end: EndReason) -> None:
         record.end = end.value
 
 
-def resumable(record: CallRecord) -> bool:
+def resumable(record: RegisteredCall) -> bool:
     """Whether the stream ended without the caller hanging up, so the provider may bring the call back."""
     return record.end in (EndReason.HANDED_OVER.value, EndReason.STREAM_LOST.value) or (
         record.end == EndReason.HUNG_UP.value and record.reason == "client disconnected")
