@@ -729,7 +729,7 @@ def _secs(value: float | None) -> str:
 @eval_app.command("dates")
 def dates_command(
     data_set: Annotated[str, typer.Option(
-        "--set", help="dev, test, dev-b, test-b or all (the folders under --data).")] = "all",
+        "--set", help="A set (the folders under --data: dev, test, dev-b, test-b, ...) or all.")] = "all",
     data: Annotated[Path | None, typer.Option("--data", help="Where the sets live (default: "
                                                              "config/evals/dates/contract/).")] = None,
     reader: Annotated[str, typer.Option(
