@@ -46,7 +46,7 @@ from voice_agent.datafiles import data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
 CONTRACT_DIR = data_path("evals", "dates", "contract")
-SETS = ("dev", "test", "dev-b", "test-b", "test-c")
+SETS = ("dev", "test", "dev-b", "test-b", "dev-c", "test-c")
 """Rounds of halves, each written by helpers who never read the engine: ``dev*`` tuned on, ``test*`` never read."""
 LABELS = ("asked", "ruled_out", "open")
 ROLES = ("clean", "bad", "stale")
