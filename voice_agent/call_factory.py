@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from pipecat.services.llm_service import LLMService
 
-from voice_agent.core.guards.output_guard import OutputGuardConfig
 from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
@@ -37,7 +36,6 @@ SummarizerFactory = Callable[[str, Domain], PolicySummarizer]
 
 def session_config(settings: Settings) -> SessionConfig:
     """The per-call configuration the settings describe."""
-    guard = settings.output_guard
     return SessionConfig(
         policy=PolicyName(settings.policy.name),
         keep=settings.policy.keep,
@@ -49,10 +47,7 @@ def session_config(settings: Settings) -> SessionConfig:
         # Unset means today, read per call: a server running past midnight must not keep yesterday.
         reference_date=settings.call.reference_date or dt.date.today(),
         ledger_capacity=settings.call.ledger_capacity,
-        output_guard=OutputGuardConfig(
-            max_credit=guard.max_credit, late_max_credit=guard.late_max_credit,
-            strict_after_turn=guard.strict_after_turn,
-        ),
+        output_guard=settings.output_guard,
         llm_recovery=llm_recovery_config(settings),
         # Only an explicit setting here; build_session adds the default of the summarizer it builds.
         summary_in_background=settings.summarizer.background is True,

@@ -21,7 +21,7 @@ from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, running, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
-from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
+from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputVerdict
 from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
@@ -36,6 +36,7 @@ from voice_agent.policies.lanes import LanesPolicy
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits, pipecat_history
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
+from voice_agent.settings import OutputGuardConfig
 
 MAX_UTTERANCE_CHARS = 2000
 """Longer caller utterances are cut (and the cut logged): one runaway STT segment must not blow the context."""

@@ -219,8 +219,8 @@ class PipecatSummarizerConfig(_Section):
         return self
 
 
-class OutputGuardSettings(_Section):
-    """Output guard limits (mirrors ``core.guards.output_guard.OutputGuardConfig``).
+class OutputGuardConfig(_Section):
+    """The output guard's limits: :class:`~voice_agent.core.guards.output_guard.OutputGuard` takes this section.
 
     Attributes:
         max_credit: Largest credit or refund the agent may promise.
@@ -367,7 +367,7 @@ class Settings(BaseSettings):
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     pipecat_summarizer: PipecatSummarizerConfig = Field(default_factory=PipecatSummarizerConfig)
-    output_guard: OutputGuardSettings = Field(default_factory=OutputGuardSettings)
+    output_guard: OutputGuardConfig = Field(default_factory=OutputGuardConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     call: CallConfig = Field(default_factory=CallConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
