@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from pipecat.services.llm_service import LLMService
 
-from voice_agent.core.llm_recovery import LLMRecoveryConfig
 from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
@@ -48,7 +47,7 @@ def session_config(settings: Settings) -> SessionConfig:
         reference_date=settings.call.reference_date or dt.date.today(),
         ledger_capacity=settings.call.ledger_capacity,
         output_guard=settings.output_guard,
-        llm_recovery=llm_recovery_config(settings),
+        llm_recovery=settings.llm,
         # Only an explicit setting here; build_session adds the default of the summarizer it builds.
         summary_in_background=settings.summarizer.background is True,
         pipecat=pipecat_limits(settings),
@@ -89,16 +88,6 @@ def pipecat_summary_llm(summarizer: PolicySummarizer) -> LLMService[Any]:
         f"settings: policy.name=pipecat summarizes with pipecat's prompt through a model, and "
         f"{type(summarizer).__name__} is not one: set summarizer.kind to local or llm "
         f"(or pipecat_summarizer.summarize=false for the full history)"
-    )
-
-
-def llm_recovery_config(settings: Settings) -> LLMRecoveryConfig:
-    """The LLM's timeouts, retries and transfer threshold the settings describe (the ``llm`` section)."""
-    llm = settings.llm
-    return LLMRecoveryConfig(
-        first_token_timeout_secs=llm.first_token_timeout_secs, total_timeout_secs=llm.total_timeout_secs,
-        retries=llm.retries, transfer_after=llm.transfer_after_failures,
-        max_tool_calls_per_turn=llm.max_tool_calls_per_turn, max_repeated_refusals=llm.max_repeated_refusals,
     )
 
 

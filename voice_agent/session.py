@@ -22,7 +22,7 @@ from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, running, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputVerdict
-from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
+from voice_agent.core.llm_recovery import FailureKind, LLMFailure, RecoveryAction, tool_loop
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
@@ -36,7 +36,7 @@ from voice_agent.policies.lanes import LanesPolicy
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits, pipecat_history
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
-from voice_agent.settings import OutputGuardConfig
+from voice_agent.settings import LLMConfig, OutputGuardConfig
 
 MAX_UTTERANCE_CHARS = 2000
 """Longer caller utterances are cut (and the cut logged): one runaway STT segment must not blow the context."""
@@ -88,7 +88,7 @@ class SessionConfig:
     reference_date: dt.date = field(default_factory=dt.date.today)
     ledger_capacity: int = 64
     output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
-    llm_recovery: LLMRecoveryConfig = field(default_factory=LLMRecoveryConfig)
+    llm_recovery: LLMConfig = field(default_factory=LLMConfig)
     summary_in_background: bool = False
     """Run summary passes off the turn: the reply never waits for one, the turns it folds stay raw until it
     lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements.
@@ -202,7 +202,7 @@ class CallSession:
                              "strict_after_turn": guard.strict_after_turn},
             "llm_recovery": {"first_token_timeout_secs": recovery.first_token_timeout_secs,
                              "total_timeout_secs": recovery.total_timeout_secs, "retries": recovery.retries,
-                             "transfer_after": recovery.transfer_after},
+                             "transfer_after": recovery.transfer_after_failures},
         }
         if isinstance(self.policy, PipecatBuiltinPolicy):
             described["pipecat_summarizer"] = dataclasses.asdict(self.policy.limits)  # the thresholds it ran under
