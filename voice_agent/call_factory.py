@@ -21,7 +21,7 @@ from voice_agent.core.policy import Trigger
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
-from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy
 from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
 from voice_agent.settings import Settings, SettingsError
@@ -50,20 +50,9 @@ def session_config(settings: Settings) -> SessionConfig:
         llm_recovery=settings.llm,
         # Only an explicit setting here; build_session adds the default of the summarizer it builds.
         summary_in_background=settings.summarizer.background is True,
-        pipecat=pipecat_limits(settings),
+        pipecat=settings.pipecat_summarizer,
         holding_line=settings.dates.holding_line,
         lane_role=settings.llm.lane_role,
-    )
-
-
-def pipecat_limits(settings: Settings) -> PipecatSummaryLimits:
-    """pipecat's summarization thresholds the ``pipecat_summarizer`` section sets."""
-    config = settings.pipecat_summarizer
-    return PipecatSummaryLimits(
-        summarize=config.summarize, max_context_tokens=config.max_context_tokens or None,
-        max_unsummarized_messages=config.max_unsummarized_messages or None,  # 0 turns a threshold off
-        min_messages_after_summary=config.min_messages_after_summary,
-        target_context_tokens=config.target_context_tokens, timeout_secs=config.timeout_secs,
     )
 
 

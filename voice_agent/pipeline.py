@@ -36,7 +36,7 @@ from processors.tool_layer import register_guarded_tools, tools_schema
 from processors.turn_log import TurnLog
 from voice_agent.call_telemetry import emit_turn_span
 from voice_agent.core.caller_history import CallerHistoryReader
-from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
+from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy, pipecat_threshold
 from voice_agent.services.provider_hooks import message_dialect
 from voice_agent.session import CallSession
 
@@ -94,19 +94,19 @@ def pipecat_summarization(policy: PipecatBuiltinPolicy) -> LLMAssistantAggregato
     Returns:
         The assistant aggregator's parameters: auto summarization on those thresholds (off with ``summarize`` off).
     """
-    limits = policy.limits
-    if not limits.summarize:
+    config = policy.config  # the pipecat_summarizer settings
+    if not config.summarize:
         return LLMAssistantAggregatorParams()
     return LLMAssistantAggregatorParams(
         enable_auto_context_summarization=True,
         auto_context_summarization_config=LLMAutoContextSummarizationConfig(
-            max_context_tokens=limits.max_context_tokens,
-            max_unsummarized_messages=limits.max_unsummarized_messages,
+            max_context_tokens=pipecat_threshold(config.max_context_tokens),
+            max_unsummarized_messages=pipecat_threshold(config.max_unsummarized_messages),
             summary_config=LLMContextSummaryConfig(
-                target_context_tokens=limits.target_context_tokens,
-                min_messages_after_summary=limits.min_messages_after_summary,
+                target_context_tokens=config.target_context_tokens,
+                min_messages_after_summary=config.min_messages_after_summary,
                 llm=policy.summary_llm,
-                summarization_timeout=limits.timeout_secs,
+                summarization_timeout=config.timeout_secs,
                 summary_message_template=SUMMARY_TEMPLATE,
             ),
         ),

@@ -33,10 +33,10 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
-from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits, pipecat_history
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, pipecat_history, pipecat_threshold
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
-from voice_agent.settings import LLMConfig, OutputGuardConfig
+from voice_agent.settings import LLMConfig, OutputGuardConfig, PipecatSummarizerConfig
 
 MAX_UTTERANCE_CHARS = 2000
 """Longer caller utterances are cut (and the cut logged): one runaway STT segment must not blow the context."""
@@ -94,7 +94,7 @@ class SessionConfig:
     lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements.
     Under ``pipecat`` pipecat always summarizes off the turn; off here, a scripted driver waits for its summary
     before the caller's next line (so both mechanisms are measured with their summary in place)."""
-    pipecat: PipecatSummaryLimits = field(default_factory=PipecatSummaryLimits)
+    pipecat: PipecatSummarizerConfig = field(default_factory=PipecatSummarizerConfig)
     """pipecat's summarization thresholds, for the ``pipecat`` policy."""
     holding_line: str = "One moment while I check the dates you gave me."
     """What the caller hears while a model reader reads the call at a date-bearing action ("" for nothing)."""
@@ -205,7 +205,10 @@ class CallSession:
                              "transfer_after": recovery.transfer_after_failures},
         }
         if isinstance(self.policy, PipecatBuiltinPolicy):
-            described["pipecat_summarizer"] = dataclasses.asdict(self.policy.limits)  # the thresholds it ran under
+            config = self.policy.config  # the thresholds it ran under, as pipecat took them
+            described["pipecat_summarizer"] = {
+                **config.model_dump(), "max_context_tokens": pipecat_threshold(config.max_context_tokens),
+                "max_unsummarized_messages": pipecat_threshold(config.max_unsummarized_messages)}
         return described
 
     @property
