@@ -20,7 +20,7 @@ from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.provider_hooks import openai_cache_key_extra
 from voice_agent.services.reference_llm import ReferenceLLMService
 from voice_agent.settings import LLMConfig, Settings, SettingsError
-from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
 from voice_agent.summarizers.local_model import EXTRA as LOCAL_EXTRA
 from voice_agent.summarizers.local_model import extra_status as local_extra_status
@@ -202,7 +202,7 @@ def make_summarizer(
     config = settings.summarizer
     kind = summarizer_choice(settings).kind
     if kind == "extractive":
-        return ExtractiveSummarizer(ExtractiveConfig(max_lines=config.max_lines, max_words=config.max_words))
+        return ExtractiveSummarizer(config)
     if kind == "local":
         return make_local_summarizer(settings)
     if llm is None or isinstance(llm, ReferenceLLMService):
@@ -221,14 +221,10 @@ def make_local_summarizer(settings: Settings) -> LocalSummarizer:
     Raises:
         SettingsError: The ``local-summarizer`` extra is not installed, or the model is not in the manifest.
     """
-    from voice_agent.summarizers.local import LocalConfig, LocalSummarizer
+    from voice_agent.summarizers.local import LocalSummarizer
     from voice_agent.summarizers.local_model import LocalModelError
 
-    config = settings.summarizer
     try:
-        return LocalSummarizer(LocalConfig(
-            model=config.local_model, timeout_secs=config.local_timeout_secs, max_tokens=config.max_tokens,
-            temperature=config.local_temperature, seed=config.local_seed, threads=config.local_threads,
-        ))
+        return LocalSummarizer(settings.summarizer)
     except LocalModelError as exc:
         raise SettingsError(f"settings: {exc}") from None
