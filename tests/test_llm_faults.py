@@ -116,5 +116,5 @@ def test_the_caps_come_from_the_settings() -> None:
     from voice_agent.settings import Settings, with_overrides
 
     settings = with_overrides(Settings(), llm={"max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})
-    config = build_call(settings, "caps", domain_factory=billing_domain).session.config.llm_recovery
+    config = build_call(settings, "caps", domain_factory=billing_domain).session.settings.llm
     assert (config.max_tool_calls_per_turn, config.max_repeated_refusals) == (3, 1)

@@ -42,8 +42,16 @@ from voice_agent.pipeline import build_call_pipeline
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services.factory import make_hosted_llm
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-from voice_agent.session import CallSession, SessionConfig
-from voice_agent.settings import LLMConfig, Settings, SettingsError, load_settings, with_overrides, with_provider
+from voice_agent.session import CallSession
+from voice_agent.settings import (
+    CallConfig,
+    LLMConfig,
+    Settings,
+    SettingsError,
+    load_settings,
+    with_overrides,
+    with_provider,
+)
 from voice_agent.simulation.text_call import CallerLine, run_text_call
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
@@ -116,10 +124,10 @@ def test_the_llm_timeouts_come_from_the_settings_into_every_calls_pipeline(monke
     monkeypatch.setenv("VOICE_AGENT_LLM__RETRIES", "0")
     settings = load_settings()
     parts = build_call(settings, "wired")
-    assert parts.session.config.llm_recovery is settings.llm  # the section itself, not a copy
+    assert parts.session.settings is settings  # the settings themselves, not a copy
     assert (settings.llm.first_token_timeout_secs, settings.llm.retries) == (2.5, 0)
     call = build_call_pipeline(parts.session, parts.llm)
-    assert call.watchdog.config is parts.session.config.llm_recovery
+    assert call.watchdog.config is settings.llm
     # The pair sits right around the LLM: contexts reach the LLM through the inlet, its answer leaves by the outlet.
     assert call.watchdog.inlet.next is call.llm and call.llm.next is call.watchdog.outlet
 
@@ -153,7 +161,7 @@ def test_the_provider_sdk_does_not_retry_behind_the_watchdog() -> None:
 
 
 def toy_session(config: LLMConfig = FAST, domain: Domain = TOY) -> CallSession:
-    return CallSession(domain, SessionConfig(reference_date=TODAY, llm_recovery=config), ExtractiveSummarizer())
+    return CallSession(domain, Settings(llm=config, call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
 
 
 async def play(

@@ -224,9 +224,9 @@ def test_unset_kind_is_local_with_the_extra_else_extractive(monkeypatch: pytest.
     assert (chosen.kind, chosen.background) == ("extractive", False)
     assert chosen.reason.endswith("cannot run: llama_cpp missing")
     session = build_session(settings, "fallback", billing_domain())
-    assert isinstance(session.summarizer, ExtractiveSummarizer) and not session.config.summary_in_background
+    assert isinstance(session.summarizer, ExtractiveSummarizer) and not session.summary_in_background
     explicit = with_overrides(settings, summarizer={"kind": "extractive", "background": True})
-    assert build_session(explicit, "explicit", billing_domain()).config.summary_in_background
+    assert build_session(explicit, "explicit", billing_domain()).summary_in_background
 
 
 # -- off the critical path -------------------------------------------------------------------------------------------

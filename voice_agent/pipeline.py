@@ -157,16 +157,16 @@ def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequen
     said on an earlier leg, they open no turn here.
 
     The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
-    ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
+    ``session.settings.llm`` (the ``llm`` settings' timeouts and retries) to every inference and
     answers the caller itself when the LLM fails. The context stages hand ``llm`` the messages in its provider's
     dialect (:func:`~voice_agent.services.provider_hooks.message_dialect`: the lane role, the prompt cache).
     """
     caller_messages, history = CallerMessages(), CallerHistoryReader()
     caller_messages.new(list(restored))
-    dialect = message_dialect(llm, session.config.lane_role)
+    dialect = message_dialect(llm, session.settings.llm.lane_role)
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, partial(emit_turn_span, session), name="turn-log")
-    watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
+    watchdog = LLMWatchdog(session, llm, session.settings.llm)
     assembly_in = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-in")
     assembly_rerun = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-rerun")
     return CallProcessors(
