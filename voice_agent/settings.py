@@ -6,6 +6,16 @@ delimiter ``__``, e.g. ``VOICE_AGENT_LLM__PROVIDER=openai``), then the TOML file
 else the one shipped with the package), then the
 defaults below. :func:`load_settings` validates everything and turns every problem
 into a :class:`SettingsError` with a one-line message that says what to set.
+
+One settings model, handed unchanged to what uses it: the call factory gives a call's session the
+:class:`Settings` themselves, and each part takes its own section (the output guard ``output_guard``, the
+LLM recovery ``llm``, the summarizers ``summarizer``, the ``pipecat`` policy ``pipecat_summarizer``, the date
+reader ``dates``); no part keeps a copy of a section's fields under other names. So this module stays below
+the core (pydantic, nothing of pipecat, of ours only the data-file lookup; a test checks).
+
+"Not given" is None, and only None: TOML has no null, so a key left out of the file and the environment is
+None, and :func:`with_overrides` skips a None (a flag not given) the same way. Each section says what its
+not-given keys mean; one place decides each (docs/configuration.md lists them).
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ class _Section(BaseModel):
 
 
 class LLMConfig(_Section):
-    """The conversation LLM.
+    """The conversation LLM and our own limits on every inference (the LLM recovery and watchdog take this section).
 
     Attributes:
         provider: ``reference`` (offline, deterministic), ``openai``, ``anthropic`` or ``google``.
@@ -121,7 +131,7 @@ class LLMConfig(_Section):
 
 
 class SummarizerConfig(_Section):
-    """The summary-lane summarizer.
+    """The summary-lane summarizer (the extractive and the local summarizers take this section).
 
     Attributes:
         kind: ``extractive`` (offline, deterministic, no model), ``llm`` (the conversation LLM, or
@@ -191,7 +201,8 @@ class PolicyConfig(_Section):
 
 
 class PipecatSummarizerConfig(_Section):
-    """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults).
+    """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults; the
+    ``pipecat`` policy takes this section).
 
     It summarizes with the ``summarizer`` section's model: ``local`` (the packaged model) or ``llm`` (the
     conversation LLM); the extractive summarizer is not a model, so it cannot serve here.
