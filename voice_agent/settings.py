@@ -131,7 +131,7 @@ class LLMConfig(_Section):
 
 
 class SummarizerConfig(_Section):
-    """The summary-lane summarizer (the extractive and the local summarizers take this section).
+    """The summary-lane summarizer (each summarizer, extractive, llm or local, takes this section).
 
     Attributes:
         kind: ``extractive`` (offline, deterministic, no model), ``llm`` (the conversation LLM, or

@@ -212,7 +212,7 @@ def make_summarizer(
                 "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
             )
         llm = make_hosted_llm(settings.llm)
-    return LLMSummarizer(llm, timeout_secs=config.timeout_secs, max_tokens=config.max_tokens)
+    return LLMSummarizer(llm, config)
 
 
 def make_local_summarizer(settings: Settings) -> LocalSummarizer:
