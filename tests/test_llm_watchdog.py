@@ -145,10 +145,12 @@ def test_bad_llm_timeouts_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -
 
 def test_switching_provider_keeps_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    settings = with_overrides(Settings(), llm={"first_token_timeout_secs": 2.0, "transfer_after_failures": 2})
+    settings = with_overrides(Settings(), llm={"first_token_timeout_secs": 2.0, "transfer_after_failures": 2,
+                                               "max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})
     switched = with_provider(settings, "openai").llm
     assert (switched.provider, switched.first_token_timeout_secs, switched.transfer_after_failures) == (
         "openai", 2.0, 2)
+    assert (switched.max_tool_calls_per_turn, switched.max_repeated_refusals) == (3, 1)  # every limit, not a list
 
 
 def test_the_provider_sdk_does_not_retry_behind_the_watchdog() -> None:

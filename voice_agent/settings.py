@@ -496,19 +496,23 @@ def _with_api_key(settings: Settings) -> Settings:
     return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
 
 
+_PROVIDER_KEYS = {"provider", "model", "base_url", "api_key", "lane_role"}
+"""The keys of the ``llm`` section that name the provider and its dialect; the others are our limits."""
+
+
 def with_provider(settings: Settings, provider: str) -> Settings:
     """``settings`` with the conversation LLM switched to ``provider`` (its key read as at start-up).
 
-    Keeps model, base URL and key when ``provider`` is already the configured one; keeps the
-    timeouts, retries and transfer threshold whatever the provider.
+    Keeps model, base URL and key when ``provider`` is already the configured one; keeps every limit of
+    the section (timeouts, retries, transfer threshold, tool caps) whatever the provider. The lane role
+    follows the new provider's service (it is the provider's dialect).
 
     Raises:
         SettingsError: The provider is unknown or its key is missing (one line, naming what to set).
     """
     if provider == settings.llm.provider:
         return settings
-    kept = settings.llm.model_dump(include={"first_token_timeout_secs", "total_timeout_secs", "retries",
-                                            "transfer_after_failures"})
+    kept = settings.llm.model_dump(exclude=_PROVIDER_KEYS)
     try:
         llm = LLMConfig.model_validate({"provider": provider, **kept})
     except ValidationError:
