@@ -22,7 +22,7 @@ from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy
-from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
+from voice_agent.services.factory import make_llm, make_summarizer, passes_in_background, summarizer_choice
 from voice_agent.session import CallSession
 from voice_agent.settings import Settings, SettingsError
 from voice_agent.store.base import CallStore
@@ -108,9 +108,7 @@ def build_session(
     policy = PolicyName(settings.policy.name)
     pipecat = settings.pipecat_summarizer
     needs_summarizer = policy is not PolicyName.WINDOW and not (policy is PolicyName.PIPECAT and not pipecat.summarize)
-    # An unset summarizer.background: a summarizer put in by the caller (a simulation's instrument) runs inline;
-    # one the settings build runs as summarizer_choice decides (local, 15-35 s a pass, off the turn).
-    background = settings.summarizer.background is True
+    background = passes_in_background(settings.summarizer, None)  # none, or one put in by the caller
     if summarizer is None and needs_summarizer:
         summarizer = make_summarizer(settings, llm)
         background = summarizer_choice(settings).background

@@ -19,7 +19,7 @@ from voice_agent.extras import install_hint
 from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.provider_hooks import openai_cache_key_extra
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.settings import LLMConfig, Settings, SettingsError
+from voice_agent.settings import LLMConfig, Settings, SettingsError, SummarizerConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
 from voice_agent.summarizers.local_model import EXTRA as LOCAL_EXTRA
@@ -158,6 +158,12 @@ class SummarizerChoice:
 _logged_choices: set[SummarizerChoice] = set()
 
 
+def passes_in_background(config: SummarizerConfig, kind: str | None) -> bool:
+    """Resolves ``summarizer.background``: as set; unset, off the turn for a ``local`` summarizer the settings build
+    (15-35 s a pass), inline for any other (``kind`` None: one put in by the caller, a simulation's instrument)."""
+    return config.background if config.background is not None else kind == "local"
+
+
 def summarizer_choice(settings: Settings) -> SummarizerChoice:
     """Resolves ``summarizer.kind``: unset means ``local`` when its extra is installed, else ``extractive``.
 
@@ -172,7 +178,7 @@ def summarizer_choice(settings: Settings) -> SummarizerChoice:
             kind, reason = "local", f"summarizer.kind unset and the {LOCAL_EXTRA} extra is installed"
         else:
             kind, reason = "extractive", f"summarizer.kind unset and the local summarizer cannot run: {problem}"
-    background = config.background if config.background is not None else kind == "local"
+    background = passes_in_background(config, kind)
     choice = SummarizerChoice(kind, reason, background)
     if choice not in _logged_choices:
         _logged_choices.add(choice)
