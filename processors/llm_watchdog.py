@@ -65,16 +65,17 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from voice_agent.core.llm_recovery import (
+    TRANSFER_TOOL,
     FailureKind,
     LLMFailure,
     LLMRecovery,
-    LLMRecoveryConfig,
     RecoveryAction,
     RecoveryLines,
 )
 from voice_agent.core.transfer import NOT_TRANSFERRED
 from voice_agent.domains.base import Domain
 from voice_agent.services.cut_streams import CutStream
+from voice_agent.settings import LLMConfig
 
 
 class WatchdogSession(Protocol):
@@ -140,7 +141,7 @@ class LLMWatchdog:
     Args:
         session: The call: its turn, its tool layer and its ``llm_failures`` log.
         llm: The LLM processor (any pipecat LLM service).
-        config: Timeouts, retries and the transfer threshold (the call's ``llm`` settings).
+        config: The call's ``llm`` settings section: timeouts, retries and the transfer threshold.
         lines: What the caller hears instead of an answer.
     """
 
@@ -148,7 +149,7 @@ class LLMWatchdog:
         self,
         session: WatchdogSession,
         llm: FrameProcessor,
-        config: LLMRecoveryConfig,
+        config: LLMConfig,
         lines: RecoveryLines | None = None,
     ) -> None:
         self.config = config
@@ -156,7 +157,7 @@ class LLMWatchdog:
         self._session = session
         self._llm = llm
         self.recovery = LLMRecovery(self.config,
-                                    can_transfer=session.domain.tool(self.config.transfer_tool) is not None)
+                                    can_transfer=session.domain.tool(TRANSFER_TOOL) is not None)
         self.inlet = LLMWatchdogInlet(self, name="llm-watchdog-in")
         self.outlet = LLMWatchdogOutlet(self, name="llm-watchdog-out")
         self._generation = 0
@@ -294,7 +295,7 @@ class LLMWatchdog:
         reason = (f"The assistant's language model failed {self.recovery.failed_requests} times in this call "
                   f"({', '.join(kinds)}); the caller could not be answered.")
         call_id = f"llm-watchdog-transfer-{session.turn}"
-        result = await session.execute_tool(self.config.transfer_tool, call_id, {"reason": reason})
+        result = await session.execute_tool(TRANSFER_TOOL, call_id, {"reason": reason})
         # Not moved (no transfer target) is refused too: the caller must not hear they are being put through.
         refused = result.get("status") in ("rejected", "error", "cancelled", NOT_TRANSFERRED)
         if refused:

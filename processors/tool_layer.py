@@ -23,18 +23,10 @@ from voice_agent.core.effects import running
 from voice_agent.core.llm_recovery import RecoveryLines
 from voice_agent.core.tool_gate import ToolAdmission
 from voice_agent.domains.base import Domain, ToolError
+from voice_agent.settings import Settings
 
 FunctionHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A pipecat function-call handler: it answers through ``params.result_callback``."""
-
-
-class HoldingLine(Protocol):
-    """The call's settings the tool layer reads."""
-
-    @property
-    def holding_line(self) -> str:
-        """What the caller hears while a model reads the call before a date-bearing action ("" for nothing)."""
-        ...
 
 
 class ToolSession(Protocol):
@@ -46,8 +38,9 @@ class ToolSession(Protocol):
         ...
 
     @property
-    def config(self) -> HoldingLine:
-        """The call's settings."""
+    def settings(self) -> Settings:
+        """The call's settings: ``dates.holding_line``, what the caller hears while a model reads the call before a
+        date-bearing action ("" for nothing)."""
         ...
 
     def reads_dates(self, name: str, arguments: Mapping[str, Any]) -> bool:
@@ -106,9 +99,10 @@ def guarded(session: ToolSession, handler: FunctionHandler | None = None) -> Fun
 
     async def run(params: FunctionCallParams) -> None:
         name, call_id = params.function_name, params.tool_call_id
-        if session.reads_dates(name, params.arguments) and session.config.holding_line:
+        holding_line = session.settings.dates.holding_line
+        if session.reads_dates(name, params.arguments) and holding_line:
             # The model reads the call before a date-bearing action runs: the caller is not left in silence.
-            await params.llm.push_frame(TTSSpeakFrame(session.config.holding_line, append_to_context=False))
+            await params.llm.push_frame(TTSSpeakFrame(holding_line, append_to_context=False))
         try:
             if handler is None:
                 result = await session.execute_tool(name, call_id, dict(params.arguments))

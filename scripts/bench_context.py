@@ -43,7 +43,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil
 
 from processors.context_assembly import ContextAssembly
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
@@ -53,6 +53,7 @@ from voice_agent.core.tokens import estimate_message_tokens
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.domains.billing import billing_domain
 from voice_agent.harness.stats import percentile
+from voice_agent.settings import CallConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.telephony.heap import DEFAULT_YOUNG_THRESHOLD, settle_heap
 
@@ -112,7 +113,8 @@ def live_agent_words(n: int, variant: int = 0) -> str:
 
 def live_session() -> CallSession:
     """A served billing call (lanes policy, extractive summarizer inline, K=6, S=5)."""
-    return CallSession(billing_domain(), SessionConfig(reference_date=dt.date(2026, 11, 30)), ExtractiveSummarizer())
+    settings = Settings(call=CallConfig(reference_date=dt.date(2026, 11, 30)))
+    return CallSession(billing_domain(), settings, ExtractiveSummarizer())
 
 
 class LiveCall:

@@ -38,16 +38,16 @@ from voice_agent.call.factory import CallParts  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
 from voice_agent.harness import paraphrases  # noqa: E402
 from voice_agent.harness.evaluation.real_retention import find_fact  # noqa: E402
-from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402
-from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer  # noqa: E402
-from voice_agent.harness.simulation.report import RunOutcome, policy_report  # noqa: E402
-from voice_agent.harness.simulation.runner import SimulationPlan, fault_tracked, run_once, run_plan, scenario_facts  # noqa: E402
+from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402  # noqa: E402
+from voice_agent.harness.simulation.fault_summarizer import FaultInjectingSummarizer  # noqa: E402  # noqa: E402
+from voice_agent.harness.simulation.report import RunOutcome, policy_report  # noqa: E402  # noqa: E402
+from voice_agent.harness.simulation.runner import SimulationPlan, fault_tracked, run_once, run_plan, scenario_facts  # noqa: E402  # noqa: E402
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.base import PolicySummarizer  # noqa: E402
 from voice_agent.recording.record import TurnRecord  # noqa: E402
-from voice_agent.settings import load_settings, with_overrides  # noqa: E402
+from voice_agent.settings import SummarizerConfig, load_settings, with_overrides  # noqa: E402  # noqa: E402
 from voice_agent.summarizers.extractive import parse_text_summary  # noqa: E402
-from voice_agent.summarizers.local import LocalConfig, LocalSummarizer, default_threads  # noqa: E402
+from voice_agent.summarizers.local import LocalSummarizer, default_threads  # noqa: E402
 
 POLICIES = (PolicyName.LANES, PolicyName.ROLLING)
 
@@ -109,8 +109,8 @@ def main() -> None:
     made: list[LocalSummarizer] = []
 
     def local(script: Scenario, run: int) -> PolicySummarizer:
-        summarizer = LocalSummarizer(LocalConfig(temperature=temperatures[run % len(temperatures)], seed=run,
-                                                 threads=threads, timeout_secs=600))
+        summarizer = LocalSummarizer(SummarizerConfig(local_temperature=temperatures[run % len(temperatures)],
+                                                      local_seed=run, local_threads=threads, local_timeout_secs=600))
         made.append(summarizer)
         return summarizer
 

@@ -45,12 +45,12 @@ from loguru import logger  # noqa: E402
 from voice_agent.core.summary import EpisodeSummary  # noqa: E402
 from voice_agent.domains.billing import billing_domain  # noqa: E402
 from voice_agent.harness import paraphrases  # noqa: E402
-from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402
-from voice_agent.harness.simulation.runner import PARAPHRASED, SCRIPTED, SimulationPlan, run_once  # noqa: E402
+from voice_agent.harness.scenarios import Scenario, load_scenario  # noqa: E402  # noqa: E402
+from voice_agent.harness.simulation.runner import PARAPHRASED, SCRIPTED, SimulationPlan, run_once  # noqa: E402  # noqa: E402
 from voice_agent.policies import PolicyName  # noqa: E402
 from voice_agent.policies.base import PolicySummarizer  # noqa: E402
-from voice_agent.settings import Settings, load_settings, with_overrides  # noqa: E402
-from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer  # noqa: E402
+from voice_agent.settings import Settings, SummarizerConfig, load_settings, with_overrides  # noqa: E402  # noqa: E402
+from voice_agent.summarizers.local import Completion, LocalSummarizer  # noqa: E402  # noqa: E402
 
 SCENARIOS = ("billing_dispute", "refund_orders", "callback_constraints")
 ROWS = ("lanes", "rolling", "pipecat default", "pipecat tuned", "full", "window")
@@ -146,7 +146,8 @@ def play(cell: Cell, threads: int, instant: bool = False) -> Cell:
     made: list[LocalSummarizer] = []
 
     def local(_script: Scenario, run: int) -> PolicySummarizer:
-        config = LocalConfig(temperature=cell.temperature, seed=run, threads=threads, timeout_secs=900)
+        config = SummarizerConfig(local_temperature=cell.temperature, local_seed=run, local_threads=threads,
+                                  local_timeout_secs=900)
         summarizer = LocalSummarizer(config, engine=_InstantEngine()) if instant else LocalSummarizer(config)
         made.append(summarizer)
         return summarizer

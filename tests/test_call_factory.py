@@ -36,10 +36,12 @@ def test_env_settings_reach_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VOICE_AGENT_POLICY__EVERY", "4")
     monkeypatch.setenv("VOICE_AGENT_CALL__LEDGER_CAPACITY", "7")
     monkeypatch.setenv("VOICE_AGENT_OUTPUT_GUARD__MAX_CREDIT", "12.5")
-    session = build_call(load_settings(), "c2").session
+    settings = load_settings()
+    session = build_call(settings, "c2").session
     assert isinstance(session.policy, RollingPolicy)
-    assert (session.config.keep, session.config.every, session.config.ledger_capacity) == (3, 4, 7)
-    assert session.state.ledger.capacity == 7 and session.config.output_guard.max_credit == 12.5
+    assert session.settings is settings  # handed through unchanged: one settings model, no copy
+    assert (session.state.policy.keep, session.state.policy.every, session.state.ledger.capacity) == (3, 4, 7)
+    assert session.output_guard.config is settings.output_guard and settings.output_guard.max_credit == 12.5
 
 
 def test_fault_is_not_a_summarizer_a_setting_can_choose(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,13 +18,14 @@ from pipecat.tests.utils import run_test
 
 from processors.caller_read_ahead import CallerReadAhead
 from tests.fakes.lanes import lane
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.dates import DateConstraint, clear_cache
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.read_ahead import READ_AHEAD_ENTRIES, ReadAhead
 from voice_agent.core.spoken_ids import find_identifiers
 from voice_agent.core.transcript import TranscriptLane
 from voice_agent.domains.billing import billing_domain
+from voice_agent.settings import CallConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 SENTENCES = Path(__file__).resolve().parents[1] / "config" / "evals" / "dates" / "sentences.yaml"
@@ -123,7 +124,8 @@ def test_the_read_ahead_is_bounded_and_an_evicted_interim_is_read_again() -> Non
 
 
 def _session() -> CallSession:
-    return CallSession(billing_domain(), SessionConfig(reference_date=dt.date(2026, 11, 30)), ExtractiveSummarizer())
+    settings = Settings(call=CallConfig(reference_date=dt.date(2026, 11, 30)))
+    return CallSession(billing_domain(), settings, ExtractiveSummarizer())
 
 
 async def test_a_session_takes_the_interim_read_at_the_final_and_rereads_a_differing_one() -> None:

@@ -1,4 +1,4 @@
-"""The core (lanes, policy, assembler, guards) imports nothing from pipecat."""
+"""The core (lanes, policy, assembler, guards) imports nothing from pipecat; nor do the settings it takes."""
 
 from __future__ import annotations
 
@@ -30,3 +30,12 @@ def test_importing_the_whole_core_loads_no_pipecat() -> None:
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pipecat'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_settings_are_a_leaf() -> None:
+    # The core takes its settings sections unchanged (the output guard its ``output_guard``, the LLM recovery its
+    # ``llm``), so the settings module sits below it: pydantic, and of ours only the data-file lookup.
+    code = "import sys, voice_agent.settings\n" \
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pipecat', 'voice_agent', 'processors')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['voice_agent', 'voice_agent.datafiles', 'voice_agent.settings']"

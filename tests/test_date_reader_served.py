@@ -13,11 +13,11 @@ import pytest
 from pipecat.frames.frames import Frame, TTSSpeakFrame
 
 from processors.tool_layer import register_guarded_tools
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.dates.reading import ModelDateReader
 from voice_agent.domains.billing import billing_domain
 from voice_agent.services.date_reader import make_date_reader
-from voice_agent.settings import Settings, SettingsError, with_overrides
+from voice_agent.settings import CallConfig, Settings, SettingsError, with_overrides
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 18)
@@ -53,7 +53,7 @@ def session_with(reply: str) -> CallSession:
     async def complete(instructions: str, user: str, schema: dict[str, Any]) -> str:
         return reply
 
-    session = CallSession(billing_domain(), SessionConfig(reference_date=TODAY), ExtractiveSummarizer(),
+    session = CallSession(billing_domain(), Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer(),
                           date_reader=ModelDateReader(complete))
     session.state.ledger.record_from_tool("account", "ACC-4729-18", 1, "lookup_account", "account_id")
     session.state.start_turn("the 26th is my mum's op so that one's a write-off really")
@@ -76,7 +76,7 @@ async def test_the_caller_hears_the_holding_line_and_the_models_reading_turns_a_
     session = session_with(unavailable)
     service, params = await call_tool(session)
     spoken = [f.text for f in service.pushed if isinstance(f, TTSSpeakFrame)]
-    assert spoken == [session.config.holding_line]
+    assert spoken == [session.settings.dates.holding_line]
     (result,) = params.results
     assert result["status"] == "confirm" and "the 26th is my mum's op" in result["say"]
     assert session.date_readings[0].ok and session.domain.extra["backend"].callbacks == []

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.toy_domain import TOY
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.cli import app
 from voice_agent.core.call_state import CallState
 from voice_agent.core.dates.reading import DateReading
@@ -30,7 +30,7 @@ from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-from voice_agent.settings import Settings, with_overrides
+from voice_agent.settings import CallConfig, PolicyConfig, Settings, with_overrides
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -55,8 +55,8 @@ async def play(
     script: Mapping[int, Sequence[FakeReply]], lines: Sequence[str], *, policy: PolicyName = PolicyName.LANES,
     summarizer: PolicySummarizer | None = None, facts: Sequence[WatchedFact] = (ACCOUNT,), bypass: bool = False,
 ) -> tuple[CallSession, CallRecorder]:
-    session = CallSession(TOY, SessionConfig(policy=policy, keep=2, every=2, reference_date=TODAY),
-                          summarizer or ExtractiveSummarizer())
+    settings = Settings(policy=PolicyConfig(name=policy, keep=2, every=2), call=CallConfig(reference_date=TODAY))
+    session = CallSession(TOY, settings, summarizer or ExtractiveSummarizer())
     if bypass:  # the defect under test: a guard that lets every call through
         def let_through(state: CallState, tool_name: str, arguments: Mapping[str, Any],
                         reading: DateReading | None = None) -> GateDecision:
@@ -135,7 +135,7 @@ async def test_a_ruled_out_day_the_output_guard_stops_is_never_heard_so_never_co
 
 async def test_tokens_are_counted_on_what_the_model_received() -> None:
     llm = FakeLLM({})
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     recorder = CallRecorder(session)
     await run_text_call(session, llm, [CallerLine(1, "hello " * 200)], recorder=recorder)
     received = sum(len(str(m.get("content") or "")) for m in llm.received[0])
@@ -143,7 +143,7 @@ async def test_tokens_are_counted_on_what_the_model_received() -> None:
 
 
 async def test_an_llm_that_hangs_ends_the_turn_with_a_timeout_not_a_traceback() -> None:
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     with pytest.raises(TurnTimeout):
         await run_text_call(session, FakeLLM({1: [FakeReply(hang=True)]}), [CallerLine(1, "hello")],
                             turn_timeout=0.5)
@@ -207,12 +207,12 @@ def test_zero_retention_loses_the_account_under_rolling_in_the_main_job() -> Non
 
 
 async def test_a_slow_answer_is_a_failure_on_the_recorders_own_clock() -> None:
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     recorder = CallRecorder(session, slow_answer_ms=100)
     slow = FakeLLM({1: [FakeReply(text="Sorry for the wait.", delay=0.4)]})
     await run_text_call(session, slow, [CallerLine(1, "hello")], recorder=recorder)
     assert recorder.errors and "waited" in recorder.errors[0]
-    quick = CallRecorder(session := CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer()),
-                         slow_answer_ms=5000)
+    settings = Settings(call=CallConfig(reference_date=TODAY))
+    quick = CallRecorder(session := CallSession(TOY, settings, ExtractiveSummarizer()), slow_answer_ms=5000)
     await run_text_call(session, FakeLLM({}), [CallerLine(1, "hello")], recorder=quick)
     assert quick.errors == []

@@ -21,13 +21,14 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 
 from processors.context_assembly import ContextAssembly
 from tests.lanes_content import assert_same_content
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.caller_history import CallerHistoryReader, caller_texts
 from voice_agent.core.casefree import CaseFree
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
 from voice_agent.domains.billing import billing_domain
 from voice_agent.policies.lanes import LanesPolicy
+from voice_agent.settings import CallConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -77,7 +78,7 @@ class CountingLane(TranscriptLane):
 
 
 def new_session(lane: TranscriptLane | None = None) -> CallSession:
-    session = CallSession(billing_domain(), SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(billing_domain(), Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     if lane is not None:
         session.state.transcript = lane
     return session

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fakes.toy_domain import TOY
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.call_state import CallState
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.id_guard import IdCheck, IdGuard, IdVerdict
@@ -22,6 +22,7 @@ from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind, ToolParam, ToolSpec
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry, TranscriptLane
 from voice_agent.domains.billing.tools import BILLING_TOOLS
+from voice_agent.settings import CallConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 GET = ToolSpec("get_invoice", "", (ToolParam("invoice_id", "", kind=ParamKind.IDENTIFIER, role="invoice"),))
@@ -410,7 +411,7 @@ def test_the_gate_runs_a_respaced_ledger_identifier_as_the_ledger_spells_it() ->
 
 
 async def test_a_respaced_ledger_identifier_reaches_the_tool_and_the_harvest_verbatim() -> None:
-    session = CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30)), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=dt.date(2026, 11, 30))), ExtractiveSummarizer())
     session.state.ledger.record_from_tool("account", "ACC-1000-01", 1, "lookup_account", "account_id")
     await session.begin_turn("credit my account please")
     result = await session.execute_tool("issue_credit", "c1", {"account_id": "acc 1000 01"})

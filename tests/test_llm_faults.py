@@ -11,10 +11,11 @@ from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, sse_reply
 from tests.test_llm_watchdog import FAST, LINES, agent_entries, hosted_call, play, toy_session
-from voice_agent.core.llm_recovery import FailureKind, LLMRecoveryConfig, RecoveryLines
+from voice_agent.core.llm_recovery import FailureKind, RecoveryLines
 from voice_agent.core.transcript import EntryKind
 from voice_agent.domains.billing import billing_domain
 from voice_agent.services.fake_llm import FakeReply, FakeToolCall
+from voice_agent.settings import LLMConfig
 
 TOOL_LOOP = RecoveryLines().tool_loop
 
@@ -24,8 +25,8 @@ def kinds(session: Any) -> list[str]:
 
 
 async def test_an_invented_tool_gets_an_answer_and_a_loop_of_them_is_stopped_with_a_line() -> None:
-    session = toy_session(LLMRecoveryConfig(first_token_timeout_secs=0.5, total_timeout_secs=2.0,
-                                            max_tool_calls_per_turn=4))
+    session = toy_session(LLMConfig(first_token_timeout_secs=0.5, total_timeout_secs=2.0,
+                                    max_tool_calls_per_turn=4))
     invent = FakeReply(tool_calls=(FakeToolCall("make_coffee", {"sugar": 2}),))
     recorder, llm = await play(session, {1: [invent] * 50, 2: [FakeReply(text="How else can I help?")]},
                                ["hello", "are you there"])
@@ -115,5 +116,5 @@ def test_the_caps_come_from_the_settings() -> None:
     from voice_agent.settings import Settings, with_overrides
 
     settings = with_overrides(Settings(), llm={"max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})
-    config = build_call(settings, "caps", domain_factory=billing_domain).session.config.llm_recovery
+    config = build_call(settings, "caps", domain_factory=billing_domain).session.settings.llm
     assert (config.max_tool_calls_per_turn, config.max_repeated_refusals) == (3, 1)

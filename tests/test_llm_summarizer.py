@@ -16,6 +16,7 @@ from tests.fakes.toy_domain import TOY
 from voice_agent.core.summary import Commitment, EpisodeSummary, RejectedItem, SummaryRequest
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 from voice_agent.services.factory import make_llm
+from voice_agent.settings import SummarizerConfig
 from voice_agent.summarizers.llm import EPISODE_SUMMARY_SCHEMA, LLMSummarizer
 
 PREVIOUS = EpisodeSummary(
@@ -50,7 +51,7 @@ def request() -> SummaryRequest:
 def summarizer(server: FakeOpenAIServer, timeout_secs: float = 5.0) -> LLMSummarizer:
     llm = make_llm(openai_settings(server.base_url), TOY)
     assert isinstance(llm, OpenAILLMService)
-    return LLMSummarizer(llm, timeout_secs=timeout_secs, max_tokens=300)
+    return LLMSummarizer(llm, SummarizerConfig(timeout_secs=timeout_secs, max_tokens=300))
 
 
 def hang(server: FakeOpenAIServer) -> Reply:

@@ -26,16 +26,16 @@ from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, 
 from tests.fakes.toy_domain import TOY
 from voice_agent.call.factory import build_call
 from voice_agent.call.pipeline import build_call_pipeline
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.call.telemetry import turn_attributes
 from voice_agent.cli import app
 from voice_agent.core.llm_recovery import (
     FailureKind,
     LLMRecovery,
-    LLMRecoveryConfig,
     RecoveryAction,
     RecoveryLines,
     decide,
+    longest_silence_secs,
 )
 from voice_agent.core.transcript import EntryKind, ToolOutcome
 from voice_agent.domains.base import Domain
@@ -44,13 +44,21 @@ from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services.factory import make_hosted_llm
 from voice_agent.services.fake_llm import FakeLLM, FakeReply, FakeToolCall
-from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides, with_provider
+from voice_agent.settings import (
+    CallConfig,
+    LLMConfig,
+    Settings,
+    SettingsError,
+    load_settings,
+    with_overrides,
+    with_provider,
+)
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
-FAST = LLMRecoveryConfig(first_token_timeout_secs=0.25, total_timeout_secs=1.0)
+FAST = LLMConfig(first_token_timeout_secs=0.25, total_timeout_secs=1.0)
 """Short timeouts so the tests run quickly; the logic is the same at the 4 s / 15 s defaults."""
-PATIENT = LLMRecoveryConfig(first_token_timeout_secs=30.0, total_timeout_secs=60.0)
+PATIENT = LLMConfig(first_token_timeout_secs=30.0, total_timeout_secs=60.0)
 """Timeouts above the 10 s turn limit of :func:`play`: a turn that completes never waited for one."""
 LINES = RecoveryLines()
 A = RecoveryAction
@@ -63,7 +71,7 @@ ERROR = FakeReply(error="provider answered 500")
 
 
 def test_the_nth_failed_request_of_a_call_decides_what_the_caller_hears() -> None:
-    recovery = LLMRecovery(LLMRecoveryConfig(retries=1, transfer_after=3))
+    recovery = LLMRecovery(LLMConfig(retries=1, transfer_after_failures=3))
     actions = []
     for _ in range(4):
         recovery.start_attempt(retry=False)
@@ -74,7 +82,7 @@ def test_the_nth_failed_request_of_a_call_decides_what_the_caller_hears() -> Non
 
 
 def test_a_permanent_error_is_not_retried_and_an_answer_in_between_does_not_reset_the_count() -> None:
-    recovery = LLMRecovery(LLMRecoveryConfig())
+    recovery = LLMRecovery(LLMConfig())
     recovery.start_attempt(retry=False)
     assert recovery.fail(permanent=True) is A.APOLOGIZE  # a rejected key stays rejected: no retry
     recovery.start_attempt(retry=False)  # this request is answered
@@ -85,7 +93,7 @@ def test_a_permanent_error_is_not_retried_and_an_answer_in_between_does_not_rese
 
 
 def test_without_a_transfer_tool_or_after_a_refusal_the_callback_offer_stays() -> None:
-    config = LLMRecoveryConfig(retries=0, transfer_after=1)
+    config = LLMConfig(retries=0, transfer_after_failures=1)
     assert decide(config, attempt=1, failed_requests=4, can_transfer=False) is A.OFFER_CALLBACK
     assert decide(config, attempt=1, failed_requests=0, can_transfer=False) is A.APOLOGIZE
     recovery = LLMRecovery(config)
@@ -98,11 +106,11 @@ def test_without_a_transfer_tool_or_after_a_refusal_the_callback_offer_stays() -
 
 def test_the_recovery_config_is_checked_and_bounds_the_silence() -> None:
     with pytest.raises(ValueError):
-        LLMRecoveryConfig(first_token_timeout_secs=5.0, total_timeout_secs=4.0)
+        LLMConfig(first_token_timeout_secs=5.0, total_timeout_secs=4.0)
     with pytest.raises(ValueError):
-        LLMRecoveryConfig(retries=-1)
-    assert LLMRecoveryConfig().longest_silence_secs == 8.0
-    assert LLMRecoveryConfig(retries=0, first_token_timeout_secs=3.0).longest_silence_secs == 3.0
+        LLMConfig(retries=-1)
+    assert longest_silence_secs(LLMConfig()) == 8.0
+    assert longest_silence_secs(LLMConfig(retries=0, first_token_timeout_secs=3.0)) == 3.0
 
 
 # --- settings and wiring ----------------------------------------------------------------------------
@@ -114,10 +122,12 @@ def test_the_llm_timeouts_come_from_the_settings_into_every_calls_pipeline(monke
             shipped.transfer_after_failures) == (4.0, 15.0, 1, 3)
     monkeypatch.setenv("VOICE_AGENT_LLM__FIRST_TOKEN_TIMEOUT_SECS", "2.5")
     monkeypatch.setenv("VOICE_AGENT_LLM__RETRIES", "0")
-    parts = build_call(load_settings(), "wired")
-    assert parts.session.config.llm_recovery == LLMRecoveryConfig(first_token_timeout_secs=2.5, retries=0)
+    settings = load_settings()
+    parts = build_call(settings, "wired")
+    assert parts.session.settings is settings  # the settings themselves, not a copy
+    assert (settings.llm.first_token_timeout_secs, settings.llm.retries) == (2.5, 0)
     call = build_call_pipeline(parts.session, parts.llm)
-    assert call.watchdog.config is parts.session.config.llm_recovery
+    assert call.watchdog.config is settings.llm
     # The pair sits right around the LLM: contexts reach the LLM through the inlet, its answer leaves by the outlet.
     assert call.watchdog.inlet.next is call.llm and call.llm.next is call.watchdog.outlet
 
@@ -135,10 +145,12 @@ def test_bad_llm_timeouts_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -
 
 def test_switching_provider_keeps_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    settings = with_overrides(Settings(), llm={"first_token_timeout_secs": 2.0, "transfer_after_failures": 2})
+    settings = with_overrides(Settings(), llm={"first_token_timeout_secs": 2.0, "transfer_after_failures": 2,
+                                               "max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})
     switched = with_provider(settings, "openai").llm
     assert (switched.provider, switched.first_token_timeout_secs, switched.transfer_after_failures) == (
         "openai", 2.0, 2)
+    assert (switched.max_tool_calls_per_turn, switched.max_repeated_refusals) == (3, 1)  # every limit, not a list
 
 
 def test_the_provider_sdk_does_not_retry_behind_the_watchdog() -> None:
@@ -150,8 +162,8 @@ def test_the_provider_sdk_does_not_retry_behind_the_watchdog() -> None:
 # --- whole calls with the scripted FakeLLM ----------------------------------------------------------
 
 
-def toy_session(config: LLMRecoveryConfig = FAST, domain: Domain = TOY) -> CallSession:
-    return CallSession(domain, SessionConfig(reference_date=TODAY, llm_recovery=config), ExtractiveSummarizer())
+def toy_session(config: LLMConfig = FAST, domain: Domain = TOY) -> CallSession:
+    return CallSession(domain, Settings(llm=config, call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
 
 
 async def play(
@@ -175,7 +187,7 @@ async def test_a_hung_llm_is_retried_once_then_the_caller_hears_an_apology_withi
     assert turn.agent == [LINES.apology]
     # Heard only after both attempts' first-token timeouts (the errors below say those timers fired, not the
     # total timeout or the harness's turn limit).
-    silence = FAST.longest_silence_secs * 1000
+    silence = longest_silence_secs(FAST) * 1000
     assert turn.first_response_ms is not None and turn.first_response_ms >= silence
     # The retry sent the very same context, and the recorder counted both requests.
     assert turn.requests == 2 and len(llm.received) == 2 and llm.received[0] == llm.received[1]
@@ -254,7 +266,7 @@ async def test_a_barge_in_during_a_hang_is_not_a_failure() -> None:
     # The barge-in (0.05 s) comes long before turn 1's 1 s timeout, however loaded the machine. Turn 2 answers at
     # once, and the caller speaks again only 1.5 s later: the call outlives the moment turn 1's timer would have
     # fired had the barge-in not stopped it (a sleep that can only run long, never short).
-    session = toy_session(LLMRecoveryConfig(first_token_timeout_secs=1.0, total_timeout_secs=2.0))
+    session = toy_session(LLMConfig(first_token_timeout_secs=1.0, total_timeout_secs=2.0))
     lines = [CallerLine(1, "hello"), CallerLine(2, "never mind", barge_in_after=0.05),
              CallerLine(3, "thanks", barge_in_after=1.5)]
     script = {1: [HANG], 2: [FakeReply(text="Sure.")], 3: [FakeReply(text="You're welcome.")]}
@@ -292,7 +304,7 @@ async def test_repeated_failures_transfer_the_call_through_the_guarded_tool_laye
 
 
 async def test_a_domain_without_a_transfer_tool_keeps_offering_a_callback() -> None:
-    session = toy_session(LLMRecoveryConfig(first_token_timeout_secs=0.25, total_timeout_secs=1.0, transfer_after=2))
+    session = toy_session(LLMConfig(first_token_timeout_secs=0.25, total_timeout_secs=1.0, transfer_after_failures=2))
     recorder, _ = await play(session, {1: [ERROR, ERROR], 2: [ERROR, ERROR], 3: [ERROR, ERROR]},
                              ["hello", "hello?", "anyone?"])
     assert [t.agent for t in recorder.turns] == [[LINES.apology], [LINES.callback], [LINES.callback]]

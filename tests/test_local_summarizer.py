@@ -30,10 +30,10 @@ from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.recording.record import CallRecorder
 from voice_agent.services import factory
-from voice_agent.settings import Settings, SettingsError, load_settings, with_overrides
+from voice_agent.settings import Settings, SettingsError, SummarizerConfig, load_settings, with_overrides
 from voice_agent.summarizers import local_model
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
-from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer
+from voice_agent.summarizers.local import Completion, LocalSummarizer
 from voice_agent.summarizers.local_model import LocalModelError, ensure_model, load_local_manifest
 
 SKIP_REAL = os.environ.get("VOICE_AGENT_SKIP_LOCAL_MODEL") == "1"
@@ -62,7 +62,7 @@ def test_one_real_pass_gives_a_structured_summary_with_no_identifier_and_a_drop_
         ("Okay.", "Anything else?"),
         ("Is paperless billing free?", "Yes, it is free."),
     ]
-    summarizer = LocalSummarizer(LocalConfig())
+    summarizer = LocalSummarizer(SummarizerConfig())
     compactor = Compactor(summarizer)
     passes = []
     started = time.monotonic()
@@ -224,9 +224,9 @@ def test_unset_kind_is_local_with_the_extra_else_extractive(monkeypatch: pytest.
     assert (chosen.kind, chosen.background) == ("extractive", False)
     assert chosen.reason.endswith("cannot run: llama_cpp missing")
     session = build_session(settings, "fallback", billing_domain())
-    assert isinstance(session.summarizer, ExtractiveSummarizer) and not session.config.summary_in_background
+    assert isinstance(session.summarizer, ExtractiveSummarizer) and not session.summary_in_background
     explicit = with_overrides(settings, summarizer={"kind": "extractive", "background": True})
-    assert build_session(explicit, "explicit", billing_domain()).config.summary_in_background
+    assert build_session(explicit, "explicit", billing_domain()).summary_in_background
 
 
 # -- off the critical path -------------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ SCRIPT = [
 
 async def test_a_reply_is_produced_while_a_slow_pass_is_still_running() -> None:
     engine = GatedEngine()
-    summarizer = LocalSummarizer(LocalConfig(timeout_secs=60), engine=engine)
+    summarizer = LocalSummarizer(SummarizerConfig(local_timeout_secs=60), engine=engine)
     settings = with_overrides(Settings(), policy={"keep": 2, "every": 4}, summarizer={"background": True},
                               call={"reference_date": dt.date(2026, 11, 30)})
 
@@ -306,7 +306,7 @@ async def test_a_reply_is_produced_while_a_slow_pass_is_still_running() -> None:
 
 async def test_a_pass_still_running_when_the_call_ends_is_cancelled() -> None:
     engine = GatedEngine()
-    summarizer = LocalSummarizer(LocalConfig(timeout_secs=60), engine=engine)
+    summarizer = LocalSummarizer(SummarizerConfig(local_timeout_secs=60), engine=engine)
     settings = with_overrides(Settings(), policy={"keep": 2, "every": 4}, summarizer={"background": True},
                               call={"reference_date": dt.date(2026, 11, 30)})
     parts = build_call(settings, "ended", summarizer_factory=lambda _c, _d: summarizer)

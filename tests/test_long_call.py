@@ -31,11 +31,11 @@ from tests.fakes.toy_domain import TOY
 from voice_agent import FakeLLM, FakeReply, FakeToolCall, LongCall, guarded_tool, with_overrides
 from voice_agent.call.factory import build_call
 from voice_agent.call.pipeline import build_call_pipeline, text_turns
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind
 from voice_agent.services.factory import make_llm
-from voice_agent.settings import Settings, SettingsError
+from voice_agent.settings import CallConfig, Settings, SettingsError
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -81,7 +81,7 @@ def test_guarded_tool_marks_the_schemas_parameters_and_leaves_the_schema_alone()
 def test_a_domain_prompt_with_braces_survives_and_only_the_date_placeholders_are_filled() -> None:
     prompt = 'Today is {today}. Answer as {"say": "..."} and never {reference_date} twice: {x}.'
     domain = TOY.__class__(**{**TOY.__dict__, "system_prompt": prompt})
-    session = CallSession(domain, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(domain, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     assert session.system_prompt == ('Today is 2026-11-30. Answer as {"say": "..."} and never 2026-11-30 twice: '
                                      '{x}.')
 
@@ -117,7 +117,7 @@ def test_build_call_pipeline_hands_the_aggregator_parameters_on_as_given() -> No
 # -- trap: messages other processors add never reached the model ---------------------------------------
 
 async def test_the_history_messages_no_turn_holds_reach_the_model_first_in_their_order() -> None:
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     tools = ToolsSchema([LOOKUP])
     history: list[Any] = [{"role": "system", "content": 'Reply as {"say": ...}'},
                           {"role": "user", "content": "hello"},

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig
+from voice_agent.core.guards.output_guard import OutputContext, OutputGuard
+from voice_agent.settings import OutputGuardConfig
 
 guard = OutputGuard(OutputGuardConfig(max_credit=50, late_max_credit=25, strict_after_turn=20))
 

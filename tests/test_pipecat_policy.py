@@ -25,8 +25,8 @@ from voice_agent.harness.simulation.runner import SimulationPlan, run_once
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer
 from voice_agent.services.local_llm import LocalModelLLM
-from voice_agent.settings import SettingsError, load_settings, with_overrides
-from voice_agent.summarizers.local import Completion, LocalConfig, LocalSummarizer
+from voice_agent.settings import SettingsError, SummarizerConfig, load_settings, with_overrides
+from voice_agent.summarizers.local import Completion, LocalSummarizer
 
 SKIP_REAL = os.environ.get("VOICE_AGENT_SKIP_LOCAL_MODEL") == "1"
 HAVE_RUNTIME = importlib.util.find_spec("llama_cpp") is not None
@@ -50,7 +50,7 @@ def _call(scenario: Scenario, engine: ScriptedEngine, **pipecat: Any) -> tuple[A
     made: list[LocalSummarizer] = []
 
     def local(_script: Scenario, _run: int) -> PolicySummarizer:
-        made.append(LocalSummarizer(LocalConfig(), engine=engine))
+        made.append(LocalSummarizer(SummarizerConfig(), engine=engine))
         return made[-1]
 
     settings = with_overrides(load_settings(), summarizer={"background": False}, pipecat_summarizer=pipecat)
@@ -92,7 +92,7 @@ def test_turns_are_counted_from_the_callers_words_even_after_summaries() -> None
                               pipecat_summarizer={"max_unsummarized_messages": 6})
 
     def local(_call_id: str, _domain: Any) -> PolicySummarizer:
-        made.append(LocalSummarizer(LocalConfig(), engine=ScriptedEngine()))
+        made.append(LocalSummarizer(SummarizerConfig(), engine=ScriptedEngine()))
         return made[-1]
 
     parts = build_call(settings, "t", domain_factory=billing_domain, summarizer_factory=local)
@@ -132,7 +132,7 @@ class FailingEngine:
 
 
 def test_a_failed_model_pass_is_none_for_pipecat_and_counted() -> None:
-    summarizer = LocalSummarizer(LocalConfig(), engine=FailingEngine())
+    summarizer = LocalSummarizer(SummarizerConfig(), engine=FailingEngine())
     service = LocalModelLLM(summarizer)
     context = LLMContext(messages=[{"role": "user", "content": "Conversation history:\nUSER: hi"}])
     assert asyncio.run(service.run_inference(context, system_instruction="summarize")) is None
@@ -142,7 +142,7 @@ def test_a_failed_model_pass_is_none_for_pipecat_and_counted() -> None:
     made: list[LocalSummarizer] = []
 
     def failing(_script: Scenario, _run: int) -> PolicySummarizer:
-        made.append(LocalSummarizer(LocalConfig(), engine=FailingEngine()))
+        made.append(LocalSummarizer(SummarizerConfig(), engine=FailingEngine()))
         return made[-1]
 
     settings = with_overrides(load_settings(), summarizer={"background": False})
@@ -194,7 +194,7 @@ def test_one_real_pass_of_pipecats_request_on_the_packaged_model() -> None:
     if not HAVE_RUNTIME and SKIP_REAL:
         pytest.skip("llama_cpp is not installed and VOICE_AGENT_SKIP_LOCAL_MODEL=1")
     assert HAVE_RUNTIME, "the local-summarizer extra is not installed (scripts/test installs it)"
-    service = LocalModelLLM(LocalSummarizer(LocalConfig(max_tokens=48, timeout_secs=300)))
+    service = LocalModelLLM(LocalSummarizer(SummarizerConfig(max_tokens=48, local_timeout_secs=300)))
     context = LLMContext(messages=[{"role": "user", "content": (
         "Conversation history:\nUSER: Hi, my account number is AC-7741-QZ and I was charged twice.\n\n"
         "ASSISTANT: Sorry about that. Which charge was doubled?\n\nUSER: The router rental in March.")}])
@@ -211,7 +211,7 @@ def test_the_served_pipeline_gets_pipecats_own_summarizer_with_the_configured_th
     made: list[LocalSummarizer] = []
 
     def local(_call_id: str, _domain: Any) -> PolicySummarizer:
-        made.append(LocalSummarizer(LocalConfig(), engine=ScriptedEngine()))
+        made.append(LocalSummarizer(SummarizerConfig(), engine=ScriptedEngine()))
         return made[-1]
 
     # serve builds every call with build_call, then build_call_pipeline, as here.

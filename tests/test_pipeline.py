@@ -21,12 +21,13 @@ from processors.output_guard import OutputGuardProcessor
 from processors.speculative_retrieval import KnowledgeFrame
 from processors.turn_log import TurnLog
 from tests.fakes.toy_domain import TOY
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.core.transcript import EntryKind, ToolOutcome
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.policies import PolicyName
 from voice_agent.recording.record import CallRecorder, WatchedFact
 from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.settings import CallConfig, PolicyConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -34,9 +35,9 @@ ACCOUNT = WatchedFact("account", ("ACC-1000-01",), stated_turn=1, ask_cues=("acc
 """The toy caller's account, stated on turn 1; the toy brain asks for it as "your account number?"."""
 
 
-def session(policy: PolicyName = PolicyName.LANES, **kw: object) -> CallSession:
-    return CallSession(TOY, SessionConfig(policy=policy, reference_date=TODAY, **kw),  # type: ignore[arg-type]
-                       ExtractiveSummarizer())
+def session(policy: PolicyName = PolicyName.LANES, **kw: int) -> CallSession:
+    settings = Settings(policy=PolicyConfig(name=policy, **kw), call=CallConfig(reference_date=TODAY))
+    return CallSession(TOY, settings, ExtractiveSummarizer())
 
 
 def toy_llm(stream_delay: float = 0.0) -> ReferenceLLMService:

@@ -11,9 +11,10 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.utils.base_object import BaseObject
 
 from tests.fakes.toy_domain import TOY
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.recording.record import CallRecorder
 from voice_agent.recording.tap import RecorderTap
+from voice_agent.settings import CallConfig, Settings
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 TODAY = dt.date(2026, 11, 30)
@@ -38,7 +39,7 @@ class Clock:
 
 
 def tapped(clock: Clock | None = None) -> tuple[CallSession, CallRecorder, FrameProcessor, FrameProcessor, _Worker]:
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     recorder = CallRecorder(session)
     llm, guard, worker = FrameProcessor(name="llm"), FrameProcessor(name="guard"), _Worker()
     RecorderTap(recorder, llm, guard, clock=clock or Clock()).attach(worker)
@@ -121,7 +122,7 @@ def test_lane_messages_sent_as_user_are_memory_not_the_callers_words() -> None:
     # llm.lane_role = "user": a lane reaches the model as a user message; the recorder must still know it.
     from voice_agent.recording.record import WatchedFact
 
-    session = CallSession(TOY, SessionConfig(reference_date=TODAY), ExtractiveSummarizer())
+    session = CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer())
     fact = WatchedFact("account", ("ACC-1",), 1, 2, (), None)
     recorder = CallRecorder(session, [fact])
     session.state.start_turn("hello")

@@ -104,7 +104,7 @@ def test_make_summarizer_llm_uses_given_or_settings_llm(monkeypatch: pytest.Monk
     shared = make_summarizer(settings, llm=conversation_llm)
     assert isinstance(shared, LLMSummarizer)
     assert shared.llm is conversation_llm
-    assert shared.timeout_secs == 3.5
+    assert shared.config is settings.summarizer and shared.config.timeout_secs == 3.5
     dedicated = make_summarizer(settings)
     assert isinstance(dedicated, LLMSummarizer)
     assert isinstance(dedicated.llm, OpenAILLMService)

@@ -14,8 +14,8 @@ from voice_agent.harness.simulation.faults import FaultShape
 from voice_agent.harness.simulation.runner import SimulationPlan, caller_lines, fault_tracked, scenario_facts
 from voice_agent.harness.simulation.text_call import run_text_call
 from voice_agent.policies import PolicyName
-from voice_agent.settings import Settings, with_overrides
-from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer, parse_text_summary
+from voice_agent.settings import Settings, SummarizerConfig, with_overrides
+from voice_agent.summarizers.extractive import ExtractiveSummarizer, parse_text_summary
 from voice_agent.summarizers.sections import classify
 
 
@@ -51,7 +51,7 @@ def test_all_five_sections_are_produced_from_ordinary_words() -> None:
 
 
 async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping_the_agents() -> None:
-    summarizer = ExtractiveSummarizer(ExtractiveConfig(max_lines=2, max_words=5))
+    summarizer = ExtractiveSummarizer(SummarizerConfig(max_lines=2, max_words=5))
     summary = await summarizer.summarize(request([agent(t, f"I have done step number {t} of the plan here") for t in
                                                   range(1, 5)]))
     assert summary.decided == ["turn 3: agent: I have ...", "turn 4: agent: I have ..."]
@@ -60,7 +60,7 @@ async def test_extractive_keeps_the_newest_lines_and_says_so_by_clipping_the_age
 async def test_extractive_keeps_a_callers_fact_whole_however_short_or_long() -> None:
     """Two sentences stay one line, a two-word answer stays, a rambling line is not clipped; the caller's
     questions leave a full section before their statements do."""
-    summarizer = ExtractiveSummarizer(ExtractiveConfig(max_lines=3, max_words=5))
+    summarizer = ExtractiveSummarizer(SummarizerConfig(max_lines=3, max_words=5))
     rambling = ("so yeah um what i was going to say is i did have a go at sorting it on the website first "
                 "and it just kept timing out on me so here i am")
     summary = await summarizer.summarize(request([

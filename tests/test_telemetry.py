@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.fakes.toy_domain import TOY
 from voice_agent import telemetry
-from voice_agent.call.session import CallSession, SessionConfig
+from voice_agent.call.session import CallSession
 from voice_agent.call.telemetry import turn_attributes
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.settings import TelemetryConfig
+from voice_agent.settings import CallConfig, PolicyConfig, Settings, TelemetryConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
 ACCOUNT = "ACC-1000-01"
@@ -45,8 +45,8 @@ def allow_pii() -> InMemorySpanExporter:
 
 
 async def run_call(keep: int = 6) -> CallSession:
-    session = CallSession(TOY, SessionConfig(reference_date=dt.date(2026, 11, 30), keep=keep, every=2),
-                          ExtractiveSummarizer())
+    settings = Settings(policy=PolicyConfig(keep=keep, every=2), call=CallConfig(reference_date=dt.date(2026, 11, 30)))
+    session = CallSession(TOY, settings, ExtractiveSummarizer())
     await run_text_call(session, ReferenceLLMService(TOY.brain()), LINES)
     return session
 

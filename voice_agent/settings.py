@@ -6,6 +6,16 @@ delimiter ``__``, e.g. ``VOICE_AGENT_LLM__PROVIDER=openai``), then the TOML file
 else the one shipped with the package), then the
 defaults below. :func:`load_settings` validates everything and turns every problem
 into a :class:`SettingsError` with a one-line message that says what to set.
+
+One settings model, handed unchanged to what uses it: the call factory gives a call's session the
+:class:`Settings` themselves, and each part takes its own section (the output guard ``output_guard``, the
+LLM recovery ``llm``, the summarizers ``summarizer``, the ``pipecat`` policy ``pipecat_summarizer``, the date
+reader ``dates``); no part keeps a copy of a section's fields under other names. So this module stays below
+the core (pydantic, nothing of pipecat, of ours only the data-file lookup; a test checks).
+
+"Not given" is None, and only None: TOML has no null, so a key left out of the file and the environment is
+None, and :func:`with_overrides` skips a None (a flag not given) the same way. Each section says what its
+not-given keys mean; one place decides each (docs/configuration.md lists them).
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ class _Section(BaseModel):
 
 
 class LLMConfig(_Section):
-    """The conversation LLM.
+    """The conversation LLM and our own limits on every inference (the LLM recovery and watchdog take this section).
 
     Attributes:
         provider: ``reference`` (offline, deterministic), ``openai``, ``anthropic`` or ``google``.
@@ -121,7 +131,7 @@ class LLMConfig(_Section):
 
 
 class SummarizerConfig(_Section):
-    """The summary-lane summarizer.
+    """The summary-lane summarizer (each summarizer, extractive, llm or local, takes this section).
 
     Attributes:
         kind: ``extractive`` (offline, deterministic, no model), ``llm`` (the conversation LLM, or
@@ -191,7 +201,8 @@ class PolicyConfig(_Section):
 
 
 class PipecatSummarizerConfig(_Section):
-    """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults).
+    """pipecat's own ``LLMContextSummarizer``, used by ``policy.name = "pipecat"`` only (pipecat's defaults; the
+    ``pipecat`` policy takes this section).
 
     It summarizes with the ``summarizer`` section's model: ``local`` (the packaged model) or ``llm`` (the
     conversation LLM); the extractive summarizer is not a model, so it cannot serve here.
@@ -219,8 +230,8 @@ class PipecatSummarizerConfig(_Section):
         return self
 
 
-class OutputGuardSettings(_Section):
-    """Output guard limits (mirrors ``core.guards.output_guard.OutputGuardConfig``).
+class OutputGuardConfig(_Section):
+    """The output guard's limits: :class:`~voice_agent.core.guards.output_guard.OutputGuard` takes this section.
 
     Attributes:
         max_credit: Largest credit or refund the agent may promise.
@@ -367,7 +378,7 @@ class Settings(BaseSettings):
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     pipecat_summarizer: PipecatSummarizerConfig = Field(default_factory=PipecatSummarizerConfig)
-    output_guard: OutputGuardSettings = Field(default_factory=OutputGuardSettings)
+    output_guard: OutputGuardConfig = Field(default_factory=OutputGuardConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     call: CallConfig = Field(default_factory=CallConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -485,19 +496,23 @@ def _with_api_key(settings: Settings) -> Settings:
     return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
 
 
+_PROVIDER_KEYS = {"provider", "model", "base_url", "api_key", "lane_role"}
+"""The keys of the ``llm`` section that name the provider and its dialect; the others are our limits."""
+
+
 def with_provider(settings: Settings, provider: str) -> Settings:
     """``settings`` with the conversation LLM switched to ``provider`` (its key read as at start-up).
 
-    Keeps model, base URL and key when ``provider`` is already the configured one; keeps the
-    timeouts, retries and transfer threshold whatever the provider.
+    Keeps model, base URL and key when ``provider`` is already the configured one; keeps every limit of
+    the section (timeouts, retries, transfer threshold, tool caps) whatever the provider. The lane role
+    follows the new provider's service (it is the provider's dialect).
 
     Raises:
         SettingsError: The provider is unknown or its key is missing (one line, naming what to set).
     """
     if provider == settings.llm.provider:
         return settings
-    kept = settings.llm.model_dump(include={"first_token_timeout_secs", "total_timeout_secs", "retries",
-                                            "transfer_after_failures"})
+    kept = settings.llm.model_dump(exclude=_PROVIDER_KEYS)
     try:
         llm = LLMConfig.model_validate({"provider": provider, **kept})
     except ValidationError:

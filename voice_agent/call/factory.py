@@ -3,29 +3,27 @@
 Every entry point (``serve``, ``talk``, ``simulate``, ``eval``, the eval bot, the load
 test) builds its calls here, so a setting means the same everywhere: policy, K, S,
 summarizer, ledger capacity, output guard, reference date, the LLM service and its
-timeouts and retries (``SessionConfig.llm_recovery``, which the pipeline's LLM watchdog applies).
+timeouts and retries. The settings reach the session unchanged (``CallSession.settings``), and each part
+takes its own section from there: the output guard ``output_guard``, the pipeline's LLM watchdog ``llm``,
+the ``pipecat`` policy ``pipecat_summarizer``, the summarizers ``summarizer``, the date reader ``dates``.
 Measurement is not part of a call: entry points that measure attach a recorder
 (:mod:`voice_agent.recording`) from outside.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pipecat.services.llm_service import LLMService
 
-from voice_agent.call.session import CallSession, SessionConfig
-from voice_agent.core.guards.output_guard import OutputGuardConfig
-from voice_agent.core.llm_recovery import LLMRecoveryConfig
-from voice_agent.core.policy import Trigger
+from voice_agent.call.session import CallSession
 from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
-from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
-from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy
+from voice_agent.services.factory import make_llm, make_summarizer, passes_in_background, summarizer_choice
 from voice_agent.settings import Settings, SettingsError
 from voice_agent.store.base import CallStore
 
@@ -33,44 +31,6 @@ DomainFactory = Callable[[], Domain]
 LLMFactory = Callable[[Domain], LLMService[Any]]
 SummarizerFactory = Callable[[str, Domain], PolicySummarizer]
 """(call id, domain) -> the call's summarizer; lets a simulation put its own instrument in."""
-
-
-def session_config(settings: Settings) -> SessionConfig:
-    """The per-call configuration the settings describe."""
-    guard = settings.output_guard
-    return SessionConfig(
-        policy=PolicyName(settings.policy.name),
-        keep=settings.policy.keep,
-        every=settings.policy.every,
-        trigger=Trigger(settings.policy.trigger),
-        floor=settings.policy.floor,
-        batch=settings.policy.batch,
-        cache_price=settings.policy.cache_price,
-        # Unset means today, read per call: a server running past midnight must not keep yesterday.
-        reference_date=settings.call.reference_date or dt.date.today(),
-        ledger_capacity=settings.call.ledger_capacity,
-        output_guard=OutputGuardConfig(
-            max_credit=guard.max_credit, late_max_credit=guard.late_max_credit,
-            strict_after_turn=guard.strict_after_turn,
-        ),
-        llm_recovery=llm_recovery_config(settings),
-        # Only an explicit setting here; build_session adds the default of the summarizer it builds.
-        summary_in_background=settings.summarizer.background is True,
-        pipecat=pipecat_limits(settings),
-        holding_line=settings.dates.holding_line,
-        lane_role=settings.llm.lane_role,
-    )
-
-
-def pipecat_limits(settings: Settings) -> PipecatSummaryLimits:
-    """pipecat's summarization thresholds the ``pipecat_summarizer`` section sets."""
-    config = settings.pipecat_summarizer
-    return PipecatSummaryLimits(
-        summarize=config.summarize, max_context_tokens=config.max_context_tokens or None,
-        max_unsummarized_messages=config.max_unsummarized_messages or None,  # 0 turns a threshold off
-        min_messages_after_summary=config.min_messages_after_summary,
-        target_context_tokens=config.target_context_tokens, timeout_secs=config.timeout_secs,
-    )
 
 
 def pipecat_summary_llm(summarizer: PolicySummarizer) -> LLMService[Any]:
@@ -94,16 +54,6 @@ def pipecat_summary_llm(summarizer: PolicySummarizer) -> LLMService[Any]:
         f"settings: policy.name=pipecat summarizes with pipecat's prompt through a model, and "
         f"{type(summarizer).__name__} is not one: set summarizer.kind to local or llm "
         f"(or pipecat_summarizer.summarize=false for the full history)"
-    )
-
-
-def llm_recovery_config(settings: Settings) -> LLMRecoveryConfig:
-    """The LLM's timeouts, retries and transfer threshold the settings describe (the ``llm`` section)."""
-    llm = settings.llm
-    return LLMRecoveryConfig(
-        first_token_timeout_secs=llm.first_token_timeout_secs, total_timeout_secs=llm.total_timeout_secs,
-        retries=llm.retries, transfer_after=llm.transfer_after_failures,
-        max_tool_calls_per_turn=llm.max_tool_calls_per_turn, max_repeated_refusals=llm.max_repeated_refusals,
     )
 
 
@@ -155,20 +105,20 @@ def build_session(
     from voice_agent.services.date_reader import make_date_reader
     from voice_agent.summarizers.local import LocalSummarizer
 
-    config = session_config(settings)
-    needs_summarizer = config.policy is not PolicyName.WINDOW and not (
-        config.policy is PolicyName.PIPECAT and not config.pipecat.summarize)
+    policy = PolicyName(settings.policy.name)
+    pipecat = settings.pipecat_summarizer
+    needs_summarizer = policy is not PolicyName.WINDOW and not (policy is PolicyName.PIPECAT and not pipecat.summarize)
+    background = passes_in_background(settings.summarizer, None)  # none, or one put in by the caller
     if summarizer is None and needs_summarizer:
         summarizer = make_summarizer(settings, llm)
-        # A slow summarizer (local: 15-35 s a pass) runs off the turn unless the settings say otherwise;
-        # a summarizer put in by the caller (a simulation's instrument) runs inline unless they say so.
-        config = replace(config, summary_in_background=summarizer_choice(settings).background)
+        background = summarizer_choice(settings).background
     reader = make_date_reader(settings, llm, summarizer if isinstance(summarizer, LocalSummarizer) else None)
-    if config.policy is PolicyName.PIPECAT:
-        summary_llm = pipecat_summary_llm(summarizer) if config.pipecat.summarize and summarizer else None
-        policy = PipecatBuiltinPolicy(config.pipecat, summary_llm)
-        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy, date_reader=reader)
-    return CallSession(domain, config, summarizer, call_id=call_id, date_reader=reader)
+    if policy is PolicyName.PIPECAT:
+        summary_llm = pipecat_summary_llm(summarizer) if pipecat.summarize and summarizer else None
+        return CallSession(domain, settings, summarizer, call_id=call_id, date_reader=reader,
+                           policy=PipecatBuiltinPolicy(pipecat, summary_llm), summary_in_background=background)
+    return CallSession(domain, settings, summarizer, call_id=call_id, date_reader=reader,
+                       summary_in_background=background)
 
 
 def build_call(

@@ -37,7 +37,7 @@ from processors.turn_log import TurnLog
 from voice_agent.call.session import CallSession
 from voice_agent.call.telemetry import emit_turn_span
 from voice_agent.core.caller_history import CallerHistoryReader
-from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy
+from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy, pipecat_threshold
 from voice_agent.services.provider_hooks import message_dialect
 
 AUDIO_TURN_STOP_TIMEOUT = 10.0
@@ -94,19 +94,19 @@ def pipecat_summarization(policy: PipecatBuiltinPolicy) -> LLMAssistantAggregato
     Returns:
         The assistant aggregator's parameters: auto summarization on those thresholds (off with ``summarize`` off).
     """
-    limits = policy.limits
-    if not limits.summarize:
+    config = policy.config  # the pipecat_summarizer settings
+    if not config.summarize:
         return LLMAssistantAggregatorParams()
     return LLMAssistantAggregatorParams(
         enable_auto_context_summarization=True,
         auto_context_summarization_config=LLMAutoContextSummarizationConfig(
-            max_context_tokens=limits.max_context_tokens,
-            max_unsummarized_messages=limits.max_unsummarized_messages,
+            max_context_tokens=pipecat_threshold(config.max_context_tokens),
+            max_unsummarized_messages=pipecat_threshold(config.max_unsummarized_messages),
             summary_config=LLMContextSummaryConfig(
-                target_context_tokens=limits.target_context_tokens,
-                min_messages_after_summary=limits.min_messages_after_summary,
+                target_context_tokens=config.target_context_tokens,
+                min_messages_after_summary=config.min_messages_after_summary,
                 llm=policy.summary_llm,
-                summarization_timeout=limits.timeout_secs,
+                summarization_timeout=config.timeout_secs,
                 summary_message_template=SUMMARY_TEMPLATE,
             ),
         ),
@@ -157,16 +157,16 @@ def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequen
     said on an earlier leg, they open no turn here.
 
     The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
-    ``session.config.llm_recovery`` (the ``llm`` settings' timeouts and retries) to every inference and
+    ``session.settings.llm`` (the ``llm`` settings' timeouts and retries) to every inference and
     answers the caller itself when the LLM fails. The context stages hand ``llm`` the messages in its provider's
     dialect (:func:`~voice_agent.services.provider_hooks.message_dialect`: the lane role, the prompt cache).
     """
     caller_messages, history = CallerMessages(), CallerHistoryReader()
     caller_messages.new(list(restored))
-    dialect = message_dialect(llm, session.config.lane_role)
+    dialect = message_dialect(llm, session.settings.llm.lane_role)
     output_guard = OutputGuardProcessor(session, name="output-guard")
     turn_log = TurnLog(session, partial(emit_turn_span, session), name="turn-log")
-    watchdog = LLMWatchdog(session, llm, session.config.llm_recovery)
+    watchdog = LLMWatchdog(session, llm, session.settings.llm)
     assembly_in = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-in")
     assembly_rerun = ContextAssembly(session, caller_messages, history, dialect, name="context-assembly-rerun")
     return CallProcessors(

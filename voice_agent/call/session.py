@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
@@ -21,8 +21,8 @@ from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, running, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
-from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputGuardConfig, OutputVerdict
-from voice_agent.core.llm_recovery import FailureKind, LLMFailure, LLMRecoveryConfig, RecoveryAction, tool_loop
+from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputVerdict
+from voice_agent.core.llm_recovery import FailureKind, LLMFailure, RecoveryAction, tool_loop
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
@@ -33,9 +33,10 @@ from voice_agent.domains.base import Domain, ToolError
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import Policy, PolicySummarizer
 from voice_agent.policies.lanes import LanesPolicy
-from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits, pipecat_history
+from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, pipecat_history, pipecat_threshold
 from voice_agent.policies.rolling import RollingPolicy
 from voice_agent.policies.window import WindowPolicy
+from voice_agent.settings import Settings
 
 MAX_UTTERANCE_CHARS = 2000
 """Longer caller utterances are cut (and the cut logged): one runaway STT segment must not blow the context."""
@@ -61,47 +62,6 @@ class GuardEvent:
     rejection: dict[str, str] | None = None
 
 
-@dataclass(frozen=True)
-class SessionConfig:
-    """How one call is run.
-
-    Attributes:
-        policy: ``lanes``, ``rolling``, ``window`` or ``pipecat``.
-        keep: K, recent turns kept raw.
-        every: S, summary regeneration cadence.
-        reference_date: The call's "today".
-        ledger_capacity: Most identifiers held.
-        output_guard: Output guard limits.
-        llm_recovery: The LLM's timeouts and retries, and what the caller hears when it fails.
-    """
-
-    policy: PolicyName = PolicyName.LANES
-    keep: int = 6
-    every: int = 5
-    trigger: Trigger = Trigger.CADENCE
-    """When passes run (``cadence``, ``threshold``, ``reference``); ``floor`` and ``batch`` tune ``reference``."""
-    floor: int = 1
-    batch: int = 6
-    cache_price: float | None = None
-    """``reference``: a cached input token's price as a share of an uncached one; set, a pass waits until it pays."""
-    reference_date: dt.date = field(default_factory=dt.date.today)
-    ledger_capacity: int = 64
-    output_guard: OutputGuardConfig = field(default_factory=OutputGuardConfig)
-    llm_recovery: LLMRecoveryConfig = field(default_factory=LLMRecoveryConfig)
-    summary_in_background: bool = False
-    """Run summary passes off the turn: the reply never waits for one, the turns it folds stay raw until it
-    lands. Off (inline, the pass lands before the turn's reply) for instant summarizers and measurements.
-    Under ``pipecat`` pipecat always summarizes off the turn; off here, a scripted driver waits for its summary
-    before the caller's next line (so both mechanisms are measured with their summary in place)."""
-    pipecat: PipecatSummaryLimits = field(default_factory=PipecatSummaryLimits)
-    """pipecat's summarization thresholds, for the ``pipecat`` policy."""
-    holding_line: str = "One moment while I check the dates you gave me."
-    """What the caller hears while a model reader reads the call at a date-bearing action ("" for nothing)."""
-    lane_role: str | None = None
-    """The role the lane messages reach the provider with (``llm.lane_role``); None: chosen from the LLM service
-    (:func:`voice_agent.services.provider_hooks.message_dialect`)."""
-
-
 class CallSession:
     """Glue between the pipeline and the core for one call: its lanes, its policy and its guards.
 
@@ -112,10 +72,20 @@ class CallSession:
 
     Args:
         domain: Tools, slots, backend and prompts.
-        config: Policy and limits.
+        settings: The call's settings, unchanged: the session reads ``policy``, ``call`` and ``dates.holding_line``,
+            and hands ``output_guard`` to the output guard, ``llm`` to the LLM recovery (through the pipeline's
+            watchdog) and ``pipecat_summarizer`` to the ``pipecat`` policy. An unset ``call.reference_date`` is
+            the real today, taken here, when the call starts.
         summarizer: Serves the ``lanes`` and ``rolling`` policies (not used by ``window``).
         call_id: Names the call in logs and spans.
-        policy: A ready policy, instead of one built from ``config`` and ``summarizer``.
+        policy: A ready policy, instead of one built from ``settings`` and ``summarizer``.
+        date_reader: The date contract's model reader (``dates.reader``); None: the rules alone.
+        summary_in_background: Run summary passes off the turn: the reply never waits for one, the turns it folds
+            stay raw until it lands. Off (inline, the pass lands before the turn's reply) for instant summarizers
+            and measurements. Under ``pipecat`` pipecat always summarizes off the turn; off here, a scripted
+            driver waits for its summary before the caller's next line (so both mechanisms are measured with their
+            summary in place). :func:`voice_agent.call.factory.build_session` decides it from
+            ``summarizer.background``.
 
     Raises:
         ValueError: When the policy needs a summarizer and none is given.
@@ -124,29 +94,35 @@ class CallSession:
     def __init__(
         self,
         domain: Domain,
-        config: SessionConfig,
+        settings: Settings,
         summarizer: PolicySummarizer | None = None,
         call_id: str = "call",
         policy: Policy | None = None,
         date_reader: DateReader | None = None,
+        *,
+        summary_in_background: bool = False,
     ) -> None:
         self.domain = domain
         self.date_reader = date_reader
         self.date_readings: list[DateReading] = []
-        self.config = config
+        self.settings = settings
+        self.summary_in_background = summary_in_background
         self.call_id = call_id
+        # Unset means today, read per call: a server running past midnight must not keep yesterday.
+        self.reference_date = settings.call.reference_date or dt.date.today()
+        chosen = settings.policy
         self.state = CallState(
             call_id=call_id,
-            reference_date=config.reference_date,
-            policy=ContextPolicy(keep=config.keep, every=config.every, trigger=config.trigger, floor=config.floor,
-                                 batch=config.batch, cache_price=config.cache_price),
+            reference_date=self.reference_date,
+            policy=ContextPolicy(keep=chosen.keep, every=chosen.every, trigger=Trigger(chosen.trigger),
+                                 floor=chosen.floor, batch=chosen.batch, cache_price=chosen.cache_price),
             slot_model=domain.slot_model,
-            ledger_capacity=config.ledger_capacity,
+            ledger_capacity=settings.call.ledger_capacity,
         )
-        self.date_guard = DateGuard(config.reference_date)
+        self.date_guard = DateGuard(self.reference_date)
         self.gate = ToolGate({t.name: t for t in domain.tools}, self.date_guard)
-        self.output_guard = OutputGuard(config.output_guard)
-        prompt = domain.prompt_for(config.reference_date)
+        self.output_guard = OutputGuard(settings.output_guard)
+        prompt = domain.prompt_for(self.reference_date)
         self.assembler_config = AssemblerConfig(system_prompt=prompt, hard_constraints=domain.hard_constraints)
         self.system_prompt = prompt
         self.summarizer = summarizer
@@ -176,35 +152,39 @@ class CallSession:
         self.identifiers_ahead: ReadAhead[str, list[tuple[str, IdShape]]] = ReadAhead()
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
-        if self.config.policy is PolicyName.WINDOW:
+        name = PolicyName(self.settings.policy.name)
+        if name is PolicyName.WINDOW:
             return WindowPolicy(self.assembler_config)
-        if self.config.policy is PolicyName.PIPECAT:
+        if name is PolicyName.PIPECAT:
             # Its summarizing LLM service is a pipecat object: the call factory builds the policy with it.
-            return PipecatBuiltinPolicy(self.config.pipecat, None)
+            return PipecatBuiltinPolicy(self.settings.pipecat_summarizer, None)
         if summarizer is None:
-            raise ValueError(f"the {self.config.policy.value} policy needs a summarizer")
-        if self.config.policy is PolicyName.ROLLING:
+            raise ValueError(f"the {name.value} policy needs a summarizer")
+        if name is PolicyName.ROLLING:
             return RollingPolicy(self.assembler_config, summarizer)
         return LanesPolicy(self.assembler_config, summarizer, self.date_guard)
 
     def describe(self) -> dict[str, Any]:
         """How the call is set up (names and numbers, no caller values): for call records and logs."""
-        guard, recovery = self.config.output_guard, self.config.llm_recovery
+        chosen, guard, recovery = self.settings.policy, self.settings.output_guard, self.settings.llm
         described: dict[str, Any] = {
-            "policy": self.policy.name, "keep": self.config.keep, "every": self.config.every,
-            "trigger": self.config.trigger.value,
+            "policy": self.policy.name, "keep": chosen.keep, "every": chosen.every,
+            "trigger": chosen.trigger,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
-            "summary_in_background": self.config.summary_in_background,
-            "ledger_capacity": self.config.ledger_capacity,
-            "reference_date": self.config.reference_date.isoformat(),
+            "summary_in_background": self.summary_in_background,
+            "ledger_capacity": self.settings.call.ledger_capacity,
+            "reference_date": self.reference_date.isoformat(),
             "output_guard": {"max_credit": guard.max_credit, "late_max_credit": guard.late_max_credit,
                              "strict_after_turn": guard.strict_after_turn},
             "llm_recovery": {"first_token_timeout_secs": recovery.first_token_timeout_secs,
                              "total_timeout_secs": recovery.total_timeout_secs, "retries": recovery.retries,
-                             "transfer_after": recovery.transfer_after},
+                             "transfer_after": recovery.transfer_after_failures},
         }
         if isinstance(self.policy, PipecatBuiltinPolicy):
-            described["pipecat_summarizer"] = dataclasses.asdict(self.policy.limits)  # the thresholds it ran under
+            config = self.policy.config  # the thresholds it ran under, as pipecat took them
+            described["pipecat_summarizer"] = {
+                **config.model_dump(), "max_context_tokens": pipecat_threshold(config.max_context_tokens),
+                "max_unsummarized_messages": pipecat_threshold(config.max_unsummarized_messages)}
         return described
 
     @property
@@ -227,7 +207,7 @@ class CallSession:
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
-        if self.config.summary_in_background:
+        if self.summary_in_background:
             regeneration = self.policy.schedule(self.state)
             if regeneration is not None:
                 policy, state = self.policy, self.state
@@ -328,7 +308,7 @@ class CallSession:
         """The model reader's reading of the call at a date-bearing action (None without a model reader)."""
         if self.date_reader is None or not self.gate.has_dates(name, arguments):
             return None
-        reading = await self.date_reader.read(self.state.transcript.entries, self.config.reference_date)
+        reading = await self.date_reader.read(self.state.transcript.entries, self.reference_date)
         self.date_readings.append(reading)
         if not reading.ok:
             logger.warning("call {}: date reader {} ({}); the rules decide and binding words are read back",
@@ -359,7 +339,7 @@ class CallSession:
     def _tool_loop(self, name: str, arguments: Mapping[str, Any]) -> str | None:
         """Why this call is one too many in its turn, or None (see :func:`~voice_agent.core.llm_recovery.tool_loop`)."""
         turn = max(self.state.turn, 1)
-        return tool_loop(self.state.transcript.in_turns(turn, turn), name, arguments, self.config.llm_recovery)
+        return tool_loop(self.state.transcript.in_turns(turn, turn), name, arguments, self.settings.llm)
 
     def stop_tool_loop(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """Stops a call that is one too many in its turn: recorded, counted as an LLM failure, never run.

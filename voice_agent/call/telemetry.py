@@ -21,7 +21,7 @@ def turn_attributes(session: CallSession, turn: int) -> dict[str, Any]:
     events = [e for e in session.guard_events if e.turn == turn]
     attrs: dict[str, Any] = {
         "call.id": session.call_id,
-        "call.policy": session.config.policy.value,
+        "call.policy": session.settings.policy.name,
         "turn.number": turn,
         "turn.requests": session.requests_by_turn.get(turn, 0),
         "turn.caller_text": " ".join(e.text for e in entries if e.kind is EntryKind.CALLER),

@@ -8,14 +8,16 @@ the service reports an error. A failed attempt is retried ``retries`` times with
 attempts all failed is a *failed request*, and the caller hears a line instead of nothing:
 
 * the first failed request of the call: a short apology ("Sorry, give me a moment.");
-* the next ones, before the ``transfer_after``-th: the apology with an offer of a callback;
-* the ``transfer_after``-th: the call is handed to a human (the domain's transfer tool, which builds
+* the next ones, before the ``transfer_after_failures``-th: the apology with an offer of a callback;
+* the ``transfer_after_failures``-th: the call is handed to a human (the domain's transfer tool, which builds
   the handoff card and, in a served call, moves the phone call), and the caller is told so; without a
   transfer tool, or when the tool did not move the call (no transfer target, a provider that failed),
   the callback offer again;
 * any failure after the transfer: a holding line.
 
 The counts are per call and never reset: an LLM that fails every third turn still reaches the transfer.
+The timeouts, retries, threshold and tool caps are the ``llm`` settings section
+(:class:`voice_agent.settings.LLMConfig`), taken unchanged.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
+from voice_agent.settings import LLMConfig
 
 
 class FailureKind(StrEnum):
@@ -59,42 +62,13 @@ class RecoveryAction(StrEnum):
     """An error outside any inference: nobody is waiting for an answer, nothing to do but record it."""
 
 
-@dataclass(frozen=True)
-class LLMRecoveryConfig:
-    """Timeouts, retries and the transfer threshold of one call's LLM.
+TRANSFER_TOOL = "transfer_to_human"
+"""The domain tool that hands the call over; a domain without it is never transferred."""
 
-    Attributes:
-        first_token_timeout_secs: Longest wait for an attempt's first output (text, reasoning or a tool call).
-        total_timeout_secs: Longest an attempt may take from its start to the end of its answer.
-        retries: Further attempts with the same context after a failed one.
-        transfer_after: The failed request (counted per call) that hands the call to a human.
-        transfer_tool: The domain tool that hands the call over; a domain without it is never transferred.
-        max_tool_calls_per_turn: Tool calls one turn may make; the next one is stopped and the caller hears
-            :attr:`RecoveryLines.tool_loop` (no model can run up a bill in a loop).
-        max_repeated_refusals: Times the same call (tool and arguments) may be refused or fail in one turn;
-            the next identical one is stopped the same way.
-    """
 
-    first_token_timeout_secs: float = 4.0
-    total_timeout_secs: float = 15.0
-    retries: int = 1
-    transfer_after: int = 3
-    transfer_tool: str = "transfer_to_human"
-    max_tool_calls_per_turn: int = 8
-    max_repeated_refusals: int = 2
-
-    def __post_init__(self) -> None:
-        if self.first_token_timeout_secs <= 0 or self.total_timeout_secs < self.first_token_timeout_secs:
-            raise ValueError("need 0 < first_token_timeout_secs <= total_timeout_secs")
-        if self.retries < 0 or self.transfer_after < 1:
-            raise ValueError("need retries >= 0 and transfer_after >= 1")
-        if self.max_tool_calls_per_turn < 1 or self.max_repeated_refusals < 1:
-            raise ValueError("need max_tool_calls_per_turn >= 1 and max_repeated_refusals >= 1")
-
-    @property
-    def longest_silence_secs(self) -> float:
-        """Longest a caller waits, with an LLM that never answers, before hearing a recovery line."""
-        return (self.retries + 1) * self.first_token_timeout_secs
+def longest_silence_secs(config: LLMConfig) -> float:
+    """Longest a caller waits, with an LLM that never answers, before hearing a recovery line."""
+    return (config.retries + 1) * config.first_token_timeout_secs
 
 
 @dataclass(frozen=True)
@@ -150,7 +124,7 @@ class LLMFailure:
 
 
 def decide(
-    config: LLMRecoveryConfig,
+    config: LLMConfig,
     *,
     attempt: int,
     failed_requests: int,
@@ -161,7 +135,7 @@ def decide(
     """What to do after attempt ``attempt`` (from 1) of a request failed.
 
     Args:
-        config: Retries and the transfer threshold.
+        config: The ``llm`` settings section (retries and the transfer threshold).
         attempt: The attempt that failed.
         failed_requests: Requests of the call that failed before this one.
         transferred: The call was already handed to a human.
@@ -173,7 +147,7 @@ def decide(
     failed = failed_requests + 1
     if transferred:
         return RecoveryAction.HOLD
-    if failed >= config.transfer_after and can_transfer:
+    if failed >= config.transfer_after_failures and can_transfer:
         return RecoveryAction.TRANSFER
     return RecoveryAction.APOLOGIZE if failed == 1 else RecoveryAction.OFFER_CALLBACK
 
@@ -182,11 +156,11 @@ class LLMRecovery:
     """The per-call counts behind :func:`decide`.
 
     Args:
-        config: Retries and the transfer threshold.
+        config: The ``llm`` settings section (retries and the transfer threshold).
         can_transfer: The domain has the transfer tool.
     """
 
-    def __init__(self, config: LLMRecoveryConfig, *, can_transfer: bool = True) -> None:
+    def __init__(self, config: LLMConfig, *, can_transfer: bool = True) -> None:
         self.config = config
         self.can_transfer = can_transfer
         self.attempt = 0
@@ -216,7 +190,7 @@ class LLMRecovery:
 
 
 def tool_loop(
-    turn_entries: Sequence[TranscriptEntry], name: str, arguments: Mapping[str, Any], config: LLMRecoveryConfig
+    turn_entries: Sequence[TranscriptEntry], name: str, arguments: Mapping[str, Any], config: LLMConfig
 ) -> str | None:
     """Why a tool call is one too many in its turn, or None when it may go ahead.
 
@@ -224,7 +198,7 @@ def tool_loop(
         turn_entries: The transcript entries of the turn so far.
         name: The tool the model calls now.
         arguments: Its arguments.
-        config: The caps (:attr:`LLMRecoveryConfig.max_tool_calls_per_turn`, ``max_repeated_refusals``).
+        config: The caps (:attr:`LLMConfig.max_tool_calls_per_turn`, ``max_repeated_refusals``).
     """
     entries = [e for e in turn_entries if e.kind in (EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT)]
     calls = {e.tool_call_id: e for e in entries if e.kind is EntryKind.TOOL_CALL}

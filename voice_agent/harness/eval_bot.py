@@ -218,8 +218,8 @@ async def run_bot(runner_args: RunnerArguments, options: EvalBotOptions) -> None
     transport.add_event_handler("on_client_disconnected", _on_disconnected)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
-    logger.info("{}: call started (policy={}, K={}, S={})", call_id, session.config.policy.value,
-                session.config.keep, session.config.every)
+    logger.info("{}: call started (policy={}, K={}, S={})", call_id, session.settings.policy.name,
+                session.settings.policy.keep, session.settings.policy.every)
     try:
         await runner.run()
     finally:

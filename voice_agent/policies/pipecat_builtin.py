@@ -7,8 +7,8 @@ apart from the model: no KNOWN FACTS, no slots, no ledger in the context. The ca
 (they read the lanes, which the session keeps for every policy), so what differs is only what the
 model is shown.
 
-This module holds the policy's settings and its place in the session; the pipeline
-(:mod:`voice_agent.call.pipeline`) turns them into pipecat's own config objects
+This module holds the policy's place in the session; its settings are the ``pipecat_summarizer``
+section, which the pipeline (:mod:`voice_agent.call.pipeline`) turns into pipecat's own config objects
 (``LLMAutoContextSummarizationConfig``, ``LLMContextSummaryConfig``) on the assistant aggregator.
 With ``summarize`` off it is plain pipecat with the full history.
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from voice_agent.core.assembler import AssembledContext, Message
 from voice_agent.core.call_state import CallState
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 from voice_agent.policies.base import NoRegeneration
+from voice_agent.settings import PipecatSummarizerConfig
 
 SUMMARY_TEMPLATE = "Conversation summary: {summary}"
 """How pipecat's summary message reads (its default ``summary_message_template``, set explicitly)."""
@@ -67,50 +67,26 @@ def pipecat_history(entries: Sequence[TranscriptEntry]) -> list[Message]:
     return messages
 
 
-@dataclass(frozen=True)
-class PipecatSummaryLimits:
-    """pipecat's summarization thresholds (its defaults), passed to its config objects unchanged.
-
-    Attributes:
-        summarize: Run pipecat's auto summarization; off: the full history, never compacted.
-        max_context_tokens: Summarize when pipecat's token estimate of the context reaches this (None: off).
-        max_unsummarized_messages: Summarize when this many messages arrived since the last summary
-            (None: off).
-        min_messages_after_summary: The last messages kept verbatim after a summary.
-        target_context_tokens: The summary's token budget (pipecat passes it as ``max_tokens``).
-        timeout_secs: Longest one summary may take before pipecat keeps the context unchanged.
-    """
-
-    summarize: bool = True
-    max_context_tokens: int | None = 8000
-    max_unsummarized_messages: int | None = 20
-    min_messages_after_summary: int = 4
-    target_context_tokens: int = 6000
-    timeout_secs: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.summarize and self.max_context_tokens is None and self.max_unsummarized_messages is None:
-            raise ValueError("pipecat_summarizer: set max_context_tokens or max_unsummarized_messages (or both)")
-        if self.min_messages_after_summary < 1 or self.target_context_tokens < 1 or self.timeout_secs <= 0:
-            raise ValueError("pipecat_summarizer: min_messages_after_summary, target_context_tokens and "
-                             "timeout_secs must be positive")
+def pipecat_threshold(value: int) -> int | None:
+    """A trigger of ``pipecat_summarizer`` as pipecat takes it: 0 (off, in the settings) is pipecat's None."""
+    return value or None
 
 
 class PipecatBuiltinPolicy(NoRegeneration):
     """The pipeline's own context, summarized by pipecat: no regeneration of ours ever runs.
 
     Args:
-        limits: pipecat's thresholds.
+        config: The ``pipecat_summarizer`` settings section: pipecat's thresholds.
         summary_llm: The pipecat LLM service pipecat summarizes with (its ``summary_config.llm``); None when
-            ``limits.summarize`` is off.
+            ``config.summarize`` is off.
     """
 
     name = "pipecat"
 
-    def __init__(self, limits: PipecatSummaryLimits, summary_llm: Any | None) -> None:
-        if limits.summarize and summary_llm is None:
+    def __init__(self, config: PipecatSummarizerConfig, summary_llm: Any | None) -> None:
+        if config.summarize and summary_llm is None:
             raise ValueError("the pipecat policy summarizes through an LLM service; none was given")
-        self.limits = limits
+        self.config = config
         self.summary_llm = summary_llm
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:

@@ -19,8 +19,8 @@ from voice_agent.extras import install_hint
 from voice_agent.services.cut_streams import report_cut_streams
 from voice_agent.services.provider_hooks import openai_cache_key_extra
 from voice_agent.services.reference_llm import ReferenceLLMService
-from voice_agent.settings import LLMConfig, Settings, SettingsError
-from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
+from voice_agent.settings import LLMConfig, Settings, SettingsError, SummarizerConfig
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
 from voice_agent.summarizers.local_model import EXTRA as LOCAL_EXTRA
 from voice_agent.summarizers.local_model import extra_status as local_extra_status
@@ -158,6 +158,12 @@ class SummarizerChoice:
 _logged_choices: set[SummarizerChoice] = set()
 
 
+def passes_in_background(config: SummarizerConfig, kind: str | None) -> bool:
+    """Resolves ``summarizer.background``: as set; unset, off the turn for a ``local`` summarizer the settings build
+    (15-35 s a pass), inline for any other (``kind`` None: one put in by the caller, a simulation's instrument)."""
+    return config.background if config.background is not None else kind == "local"
+
+
 def summarizer_choice(settings: Settings) -> SummarizerChoice:
     """Resolves ``summarizer.kind``: unset means ``local`` when its extra is installed, else ``extractive``.
 
@@ -172,7 +178,7 @@ def summarizer_choice(settings: Settings) -> SummarizerChoice:
             kind, reason = "local", f"summarizer.kind unset and the {LOCAL_EXTRA} extra is installed"
         else:
             kind, reason = "extractive", f"summarizer.kind unset and the local summarizer cannot run: {problem}"
-    background = config.background if config.background is not None else kind == "local"
+    background = passes_in_background(config, kind)
     choice = SummarizerChoice(kind, reason, background)
     if choice not in _logged_choices:
         _logged_choices.add(choice)
@@ -202,7 +208,7 @@ def make_summarizer(
     config = settings.summarizer
     kind = summarizer_choice(settings).kind
     if kind == "extractive":
-        return ExtractiveSummarizer(ExtractiveConfig(max_lines=config.max_lines, max_words=config.max_words))
+        return ExtractiveSummarizer(config)
     if kind == "local":
         return make_local_summarizer(settings)
     if llm is None or isinstance(llm, ReferenceLLMService):
@@ -212,7 +218,7 @@ def make_summarizer(
                 "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
             )
         llm = make_hosted_llm(settings.llm)
-    return LLMSummarizer(llm, timeout_secs=config.timeout_secs, max_tokens=config.max_tokens)
+    return LLMSummarizer(llm, config)
 
 
 def make_local_summarizer(settings: Settings) -> LocalSummarizer:
@@ -221,14 +227,10 @@ def make_local_summarizer(settings: Settings) -> LocalSummarizer:
     Raises:
         SettingsError: The ``local-summarizer`` extra is not installed, or the model is not in the manifest.
     """
-    from voice_agent.summarizers.local import LocalConfig, LocalSummarizer
+    from voice_agent.summarizers.local import LocalSummarizer
     from voice_agent.summarizers.local_model import LocalModelError
 
-    config = settings.summarizer
     try:
-        return LocalSummarizer(LocalConfig(
-            model=config.local_model, timeout_secs=config.local_timeout_secs, max_tokens=config.max_tokens,
-            temperature=config.local_temperature, seed=config.local_seed, threads=config.local_threads,
-        ))
+        return LocalSummarizer(settings.summarizer)
     except LocalModelError as exc:
         raise SettingsError(f"settings: {exc}") from None

@@ -31,9 +31,10 @@ class LocalModelLLM(LLMService):
 
     def __init__(self, summarizer: LocalSummarizer, **kwargs: Any) -> None:
         settings = LLMSettings(
-            model=summarizer.config.model, system_instruction=None, temperature=summarizer.config.temperature,
+            model=summarizer.config.local_model, system_instruction=None,
+            temperature=summarizer.config.local_temperature,
             max_tokens=summarizer.config.max_tokens, top_p=None, top_k=None, frequency_penalty=None,
-            presence_penalty=None, seed=summarizer.config.seed, filter_incomplete_user_turns=None,
+            presence_penalty=None, seed=summarizer.config.local_seed, filter_incomplete_user_turns=None,
             user_turn_completion_config=None,
         )
         super().__init__(settings=settings, **kwargs)

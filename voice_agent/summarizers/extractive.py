@@ -15,32 +15,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from voice_agent.core.summary import Commitment, EpisodeSummary, RejectedItem, SummaryRequest
 from voice_agent.core.summary_budget import is_question
 from voice_agent.core.transcript import TranscriptEntry
+from voice_agent.settings import SummarizerConfig
 from voice_agent.summarizers.sections import classify
 
 SECTION_TITLES = ("Established", "Rejected", "Decided", "Pending", "Commitments")
 _CALLER_LINE = re.compile(r"^turn \d+: caller (?:said|asked): ")
-
-
-@dataclass(frozen=True)
-class ExtractiveConfig:
-    """Limits of the extractive summarizer.
-
-    Attributes:
-        max_lines: Lines kept per section (the caller's questions leave first, then the oldest lines).
-        max_words: Words kept per agent line (the caller's lines are kept whole).
-    """
-
-    max_lines: int = 12
-    max_words: int = 30
-
-    def __post_init__(self) -> None:
-        if self.max_lines < 1 or self.max_words < 1:
-            raise ValueError("max_lines and max_words must be at least 1")
 
 
 def _caller_question(line: str) -> bool:
@@ -53,11 +36,13 @@ class ExtractiveSummarizer:
     """Serves the structured summary of ``lanes`` and the free text of ``rolling`` alike.
 
     Args:
-        config: Line and word limits.
+        config: The ``summarizer`` settings section; this summarizer reads its ``max_lines`` (lines kept per
+            section: the caller's questions leave first, then the oldest lines) and ``max_words`` (words kept per
+            agent line; the caller's lines are kept whole).
     """
 
-    def __init__(self, config: ExtractiveConfig | None = None) -> None:
-        self.config = config or ExtractiveConfig()
+    def __init__(self, config: SummarizerConfig | None = None) -> None:
+        self.config = config or SummarizerConfig()
 
     def _clip(self, text: str) -> str:
         words = text.split()

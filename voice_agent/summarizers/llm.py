@@ -23,9 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.transcript import TranscriptEntry
-
-DEFAULT_TIMEOUT_SECS = 20.0
-DEFAULT_MAX_TOKENS = 1024
+from voice_agent.settings import SummarizerConfig
 
 TEXT_SUMMARY_INSTRUCTIONS = (
     DEFAULT_SUMMARIZATION_PROMPT
@@ -86,18 +84,13 @@ class LLMSummarizer:
     Args:
         llm: A pipecat LLM service that implements ``run_inference`` (OpenAI, Anthropic,
             Google...). It may be the conversation LLM: the call is out of band.
-        timeout_secs: Longest one pass may take before the previous summary is kept.
-        max_tokens: Output token budget of one pass.
+        config: The ``summarizer`` settings section; this summarizer reads its ``timeout_secs`` (longest one pass
+            may take before the previous summary is kept) and ``max_tokens`` (output budget of one pass).
     """
 
-    def __init__(
-        self, llm: LLMService[Any], *, timeout_secs: float = DEFAULT_TIMEOUT_SECS, max_tokens: int = DEFAULT_MAX_TOKENS
-    ) -> None:
-        if timeout_secs <= 0:
-            raise ValueError(f"timeout_secs must be positive, got {timeout_secs}")
+    def __init__(self, llm: LLMService[Any], config: SummarizerConfig | None = None) -> None:
         self.llm = llm
-        self.timeout_secs = timeout_secs
-        self.max_tokens = max_tokens
+        self.config = config or SummarizerConfig()
         self.failures = 0
         """Passes that kept the previous summary (observable in tests and reports)."""
 
@@ -108,11 +101,11 @@ class LLMSummarizer:
         reply: str | None = await asyncio.wait_for(
             self.llm.run_inference(
                 context,
-                max_tokens=self.max_tokens,
+                max_tokens=self.config.max_tokens,
                 system_instruction=instructions,
                 response_schema=response_schema,
             ),
-            timeout=self.timeout_secs,
+            timeout=self.config.timeout_secs,
         )
         return reply
 
@@ -140,7 +133,7 @@ class LLMSummarizer:
         try:
             reply = await self._infer(user_text, request.instructions(), EPISODE_SUMMARY_SCHEMA)
         except TimeoutError:
-            self._failed("structured", f"no reply within {self.timeout_secs:g} s")
+            self._failed("structured", f"no reply within {self.config.timeout_secs:g} s")
             return request.previous
         except Exception as exc:  # a provider error must not end the call
             self._failed("structured", exc)
@@ -170,7 +163,7 @@ class LLMSummarizer:
         try:
             reply = await self._infer(user_text, TEXT_SUMMARY_INSTRUCTIONS, None)
         except TimeoutError:
-            self._failed("text", f"no reply within {self.timeout_secs:g} s")
+            self._failed("text", f"no reply within {self.config.timeout_secs:g} s")
             return previous
         except Exception as exc:  # a provider error must not end the call
             self._failed("text", exc)

@@ -9,8 +9,8 @@ the drop log; it is not scrubbed here too, or the drop log would count nothing.
 
 llama.cpp blocks, so every pass runs on one worker thread per process (the model is not thread-safe;
 passes of all calls queue there) and the event loop only awaits it. With the session's background
-scheduling (``SessionConfig.summary_in_background``) a pass never delays a reply. A pass that fails,
-exceeds ``timeout_secs`` or is cancelled stops generating at the next token and keeps the previous
+scheduling (``summarizer.background``) a pass never delays a reply. A pass that fails,
+exceeds ``local_timeout_secs`` or is cancelled stops generating at the next token and keeps the previous
 summary: the call never breaks because of a summary.
 """
 
@@ -35,10 +35,10 @@ from pydantic import ValidationError
 
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.transcript import TranscriptEntry
+from voice_agent.settings import SummarizerConfig
 from voice_agent.summarizers.llm import EPISODE_SUMMARY_SCHEMA, TEXT_SUMMARY_INSTRUCTIONS
 from voice_agent.summarizers.local_model import DEFAULT_MODEL, LocalModelError, ensure_model, extra_status
 
-DEFAULT_TIMEOUT_SECS = 120.0
 DEFAULT_CONTEXT_TOKENS = 4096
 
 T = TypeVar("T")
@@ -228,31 +228,6 @@ def shared_engine(model: str = DEFAULT_MODEL, *, threads: int | None = None,
 
 
 @dataclass(frozen=True)
-class LocalConfig:
-    """How the local summarizer runs.
-
-    Attributes:
-        model: A ``config/local_models.toml`` key.
-        timeout_secs: Longest one pass may take before the previous summary is kept.
-        max_tokens: Output token budget of one pass.
-        temperature: Sampling temperature (0: greedy, the same reply for the same input).
-        seed: Sampling seed (matters above temperature 0).
-        threads: CPU threads; None: all cores but one.
-    """
-
-    model: str = DEFAULT_MODEL
-    timeout_secs: float = DEFAULT_TIMEOUT_SECS
-    max_tokens: int = 1024
-    temperature: float = 0.0
-    seed: int = 0
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.timeout_secs <= 0 or self.max_tokens < 1 or self.temperature < 0:
-            raise ValueError("timeout_secs and max_tokens must be positive, temperature at least 0")
-
-
-@dataclass(frozen=True)
 class PassStats:
     """One pass as the summarizer saw it (for reports; no caller words).
 
@@ -281,14 +256,15 @@ class LocalSummarizer:
     """Summarizes with a local llama.cpp model; implements ``Summarizer`` and ``TextSummarizer``.
 
     Args:
-        config: Model, limits and sampling.
-        engine: The completion engine; default: the process-wide :class:`LlamaEngine` for ``config.model``.
+        config: The ``summarizer`` settings section; this summarizer reads its ``local_*`` keys (model, timeout,
+            sampling, threads) and ``max_tokens``.
+        engine: The completion engine; default: the process-wide :class:`LlamaEngine` for ``config.local_model``.
 
     Raises:
         LocalModelError: Without an engine, when the ``local-summarizer`` extra is not installed (one line).
     """
 
-    config: LocalConfig = field(default_factory=LocalConfig)
+    config: SummarizerConfig = field(default_factory=SummarizerConfig)
     engine: CompletionEngine | None = None
     failures: int = 0
     """Passes that kept the previous summary."""
@@ -298,10 +274,10 @@ class LocalSummarizer:
 
     def __post_init__(self) -> None:
         if self.engine is None:
-            problem = extra_status(self.config.model)
+            problem = extra_status(self.config.local_model)
             if problem is not None:
                 raise LocalModelError(problem)
-            self.engine = shared_engine(self.config.model, threads=self.config.threads)
+            self.engine = shared_engine(self.config.local_model, threads=self.config.local_threads)
 
     async def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None,
                         max_tokens: int | None = None) -> Completion:
@@ -317,13 +293,13 @@ class LocalSummarizer:
             _WORKER.stops.add(stop)
             try:
                 return engine.complete(messages, schema, max_tokens=budget,
-                                       temperature=config.temperature, seed=config.seed, stop=stop)
+                                       temperature=config.local_temperature, seed=config.local_seed, stop=stop)
             finally:
                 _WORKER.stops.discard(stop)
 
         future = asyncio.wrap_future(_WORKER.submit(job))
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=config.timeout_secs)
+            return await asyncio.wait_for(asyncio.shield(future), timeout=config.local_timeout_secs)
         except TimeoutError:
             stop.set()  # the thread stops at its next token; the queue moves on
             raise
@@ -345,7 +321,7 @@ class LocalSummarizer:
         try:
             completion = await self._complete(messages, schema, max_tokens)
         except TimeoutError:
-            self._failed(kind, started, f"no reply within {self.config.timeout_secs:g} s")
+            self._failed(kind, started, f"no reply within {self.config.local_timeout_secs:g} s")
             return None, started
         except LocalModelError as exc:
             self._failed(kind, started, str(exc))

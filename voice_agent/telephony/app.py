@@ -512,7 +512,7 @@ class VoiceBridge:
             shared_index()  # a first run embeds the knowledge base (seconds); later runs read the cache
         try:
             parts = self.factory("warm-up")
-            reference = parts.session.config.reference_date
+            reference = parts.session.reference_date
             # The date engine serves every call (the guards read the caller's dates); the reference agent only
             # the calls it answers.
             extract_constraints("Call me after the 14th, not before the 1st of December.", reference)

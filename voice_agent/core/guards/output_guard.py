@@ -13,29 +13,10 @@ from typing import Protocol
 
 from loguru import logger
 
+from voice_agent.settings import OutputGuardConfig
+
 DateViolationFinder = Callable[[str], list[str]]
 """Given the text to speak, returns one reason per proposed date that breaks a recorded constraint."""
-
-
-@dataclass(frozen=True)
-class OutputGuardConfig:
-    """Output guard settings.
-
-    Args:
-        max_credit: Largest credit or refund amount the agent may promise.
-        late_max_credit: The limit once the call is long (stricter).
-        strict_after_turn: From this turn on the call counts as long and the strict checks run.
-        safe_reply: Said instead of a blocked utterance when a check has no better replacement.
-    """
-
-    max_credit: float = 50.0
-    late_max_credit: float = 25.0
-    strict_after_turn: int = 20
-    safe_reply: str = "Let me double-check that before I confirm anything. One moment, please."
-
-    def __post_init__(self) -> None:
-        if self.max_credit < 0 or self.late_max_credit < 0 or self.strict_after_turn < 1:
-            raise ValueError("credit limits must be >= 0 and strict_after_turn >= 1")
 
 
 @dataclass(frozen=True)
@@ -189,7 +170,7 @@ class OutputGuard:
     """Runs the output checks and replaces a blocked utterance with a safe one.
 
     Args:
-        config: Limits and the long-call threshold.
+        config: The ``output_guard`` settings section: the credit limits and the long-call threshold.
         checks: The checks to run; defaults to :func:`default_checks`.
     """
 

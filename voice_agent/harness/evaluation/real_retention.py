@@ -481,13 +481,12 @@ def make_measured_summarizer(kind: str, *, temperature: float | None = None, see
     """
     from voice_agent.services.factory import make_local_summarizer
     from voice_agent.settings import SettingsError, load_settings, with_overrides
-    from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
+    from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
     try:
         settings = load_settings()
         if kind == "extractive":
-            config = settings.summarizer
-            return ExtractiveSummarizer(ExtractiveConfig(config.max_lines, config.max_words)), "extractive"
+            return ExtractiveSummarizer(settings.summarizer), "extractive"
         if kind != "local":
             raise ValueError(f"--summarizer takes local or extractive; got {kind!r}")
         settings = with_overrides(settings, summarizer={

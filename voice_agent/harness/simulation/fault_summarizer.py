@@ -26,9 +26,10 @@ from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.transcript import TranscriptEntry
 from voice_agent.harness.simulation.faults import FaultShape, carry
 from voice_agent.policies.base import PolicySummarizer
-from voice_agent.summarizers.extractive import ExtractiveConfig, ExtractiveSummarizer
+from voice_agent.settings import SummarizerConfig
+from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
-ROOMY = ExtractiveConfig(max_lines=200, max_words=80)
+ROOMY = SummarizerConfig(max_lines=200, max_words=80)
 """Base limits under the fault model: loss comes from the faults alone, so R is the whole story."""
 
 

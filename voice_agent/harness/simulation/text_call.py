@@ -145,7 +145,7 @@ async def run_text_call(
                 raise TurnTimeout(f"turn {line.turn}: no answer within {turn_timeout:.0f} s") from exc
             if failures:
                 raise CallFailed(f"turn {line.turn}: {failures[0]}")
-            if session.uses_pipeline_context and not session.config.summary_in_background and following:
+            if session.uses_pipeline_context and not session.summary_in_background and following:
                 # pipecat summarizes off the turn; measured inline, the next line waits for it as for our passes
                 # (after the last line nothing can use it: the call's end cancels it).
                 try:
