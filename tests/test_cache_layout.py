@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from voice_agent.core.assembler import (
+    CONSTRAINTS_REMINDER,
     FACTS_SINCE_HEADER,
     KNOWN_FACTS_HEADER,
+    LANE_ROLE,
     AssembledContext,
     AssemblerConfig,
     ContextAssembler,
@@ -134,7 +136,7 @@ def test_a_changed_fact_goes_to_the_tail_and_wins() -> None:
     last = requests[-1]
     tail = [str(m["content"]) for m in last.messages[last.stable_count:]]
     assert tail[0].startswith(FACTS_SINCE_HEADER) and "ACC222222" in tail[0]
-    prefix_facts = str(last.messages[1]["content"])
+    prefix_facts = str(last.messages[2]["content"])  # after the system prompt and the hard constraints
     assert prefix_facts.startswith(KNOWN_FACTS_HEADER) and "ACC111111" in prefix_facts
 
 
@@ -179,3 +181,17 @@ def test_a_changed_model_note_in_the_tail_says_it_replaces_the_one_above() -> No
     request = assembler.build(state)
     tail = str(request.messages[request.stable_count]["content"])
     assert tail.startswith(FACTS_SINCE_HEADER) and "before noon" in tail
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_the_hard_constraints_open_every_request_and_a_one_line_reminder_closes_it(
+    call: list[Step], keep: int, every: int, reference: bool
+) -> None:
+    requests, _, _ = play(call, keep, every, reference)
+    full = {"role": LANE_ROLE, "content": "HARD CONSTRAINTS (never break these):\n- never read a card number"}
+    for request in requests:
+        # The same first messages on every request of the call, passes or not: always served from the cache.
+        assert request.messages[:2] == [{"role": "system", "content": "SYS"}, full]
+        assert request.messages[-1] == {"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}
+        assert request.stable_count < len(request.messages)

@@ -18,7 +18,7 @@ from pipecat.services.openai.llm import OpenAILLMService
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
 from voice_agent.call_factory import build_call
-from voice_agent.core.assembler import AssembledContext
+from voice_agent.core.assembler import CONSTRAINTS_REMINDER, AssembledContext
 from voice_agent.services.provider_hooks import MessageDialect, is_openai_api, message_dialect
 from voice_agent.settings import SettingsError, load_settings, with_overrides
 from voice_agent.simulation.text_call import CallerLine, run_text_call
@@ -179,7 +179,8 @@ async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
         assert where == "messages"
         marked = body["messages"][index]["content"][block]
         assert marked == {"type": "text", "text": last_stable, "cache_control": {"type": "ephemeral"}}
-        # The volatile tail follows it: the constraints lane, merged into the same user message by pipecat.
+        # The volatile tail follows it: the line that recalls the constraints, merged into the same user message by
+        # pipecat.
         tail = body["messages"][index]["content"][block + 1:]
-        assert [b["text"].split("\n")[0] for b in tail][-1] == "HARD CONSTRAINTS (never break these):"
+        assert [b["text"] for b in tail][-1] == CONSTRAINTS_REMINDER
     assert stable == [LINES[0].text, LINES[1].text]

@@ -24,7 +24,7 @@ LANE_HEADERS = ("KNOWN FACTS", "NOTED BY THE AGENT", "SUMMARY of earlier turns",
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
-LANE_ORDER = ("system", "known_facts", "summary", "retrieved", "recent", "constraints")
+LANE_ORDER = ("system", "constraints", "known_facts", "summary", "retrieved", "recent")
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,10 @@ class AssemblerConfig:
 
     Args:
         system_prompt: The agent's instructions (empty: none, the LLM service carries its own).
-        hard_constraints: Rules restated close to the end of every context.
+        hard_constraints: Rules the agent must not break. ``lanes`` states them in full right after the system
+            prompt (a part of every request that never changes, so the prompt cache always serves it) and recalls
+            them in one line at the end (:data:`CONSTRAINTS_REMINDER`); ``rolling`` and ``window`` restate them in
+            full at the end.
         summary_max_tokens: Budget for the summary lane. When over, what nothing refers to goes first, small
             talk before what the agent did; the caller's own statements, requests and rulings never go
             (:mod:`voice_agent.core.summary_budget`) unless the lane reaches its ceiling.
@@ -250,11 +253,12 @@ class _Stable:
 class ContextAssembler:
     """Builds one LLM request from the lanes, as a stable prefix and a small volatile tail.
 
-    Order: system prompt; KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns
-    since, each turn's knowledge right after the caller words it answered (kept once the turn is over only if
-    the reply used it); then the tail: KNOWN FACTS new or
-    changed since the pass, and the hard constraints. Between two passes a request only appends to the one
-    before it, so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once.
+    Order: system prompt; the hard constraints (the same on every request of the call: a pass never breaks the
+    cache before them); KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns since,
+    each turn's knowledge right after the caller words it answered (kept once the turn is over only if the
+    reply used it); then the tail: KNOWN FACTS new or changed since the pass, and one line that recalls the hard
+    constraints. Between two passes a request only appends to the one before it, so a provider's prompt cache
+    serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN FACTS on.
     Every fact is on every request verbatim, in the prefix or in the tail.
 
     One assembler serves one call at a time (it remembers the prefix it built; another state starts over).
@@ -298,16 +302,17 @@ class ContextAssembler:
             new_facts = FACTS_SINCE_HEADER + "\n" + str(new_facts)
         tail_facts = [{"role": LANE_ROLE, "content": new_facts}] if new_facts else []
         constraints = lane_of(constraints_message(self.config.hard_constraints))
-        messages += prefix_facts + summary + recent
+        reminder = [{"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}] if constraints else []
+        messages += constraints + prefix_facts + summary + recent
         stable_count = len(messages)
-        messages += tail_facts + constraints
+        messages += tail_facts + reminder
         knowledge_tokens = sum(_message_tokens(m) for m in knowledge.values())
         tokens |= {
+            "constraints": sum(_message_tokens(m) for m in constraints + reminder),
             "known_facts": sum(_message_tokens(m) for m in prefix_facts + tail_facts),
             "summary": sum(_message_tokens(m) for m in summary),
             "retrieved": knowledge_tokens,
             "recent": sum(_message_tokens(m) for m in recent) - knowledge_tokens,
-            "constraints": sum(_message_tokens(m) for m in constraints),
         }
         return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped,
                                 stable_count=stable_count)
@@ -413,8 +418,13 @@ def retrieved_message(chunks: Sequence[str]) -> Message | None:
     return {"role": LANE_ROLE, "content": "KNOWLEDGE (may help with this question):\n" + body}
 
 
+CONSTRAINTS_REMINDER = "HARD CONSTRAINTS: the rules stated at the top still bind this reply; never break them."
+"""The tail's last line under ``lanes``: it recalls the hard constraints near the question without sending them
+again uncached on every request (they are stated in full in the stable prefix)."""
+
+
 def constraints_message(rules: Sequence[str]) -> Message | None:
-    """The hard constraints, restated near the end of the context, or None without rules."""
+    """The hard constraints as one lane message, or None without rules."""
     if not rules:
         return None
     body = "\n".join(f"- {r}" for r in rules)
