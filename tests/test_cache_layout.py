@@ -195,3 +195,20 @@ def test_the_hard_constraints_open_every_request_and_a_one_line_reminder_closes_
         assert request.messages[:2] == [{"role": "system", "content": "SYS"}, full]
         assert request.messages[-1] == {"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}
         assert request.stable_count < len(request.messages)
+
+
+def test_a_pass_drops_the_knowledge_of_earlier_turns_and_keeps_the_current_turns() -> None:
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    chunk = {n: f"Fact number {n} about the plan is written right here." for n in (1, 2, 3)}
+    texts: list[str] = []
+    for n in (1, 2, 3):
+        state.start_turn(f"question {n}")
+        ran = asyncio.run(compactor.on_turn_start(state)) is not None
+        assert ran is (n == 3)
+        texts = [str(m.get("content")) for m in assembler.build(state, [chunk[n]]).messages]
+        state.record_agent(f"Yes: fact number {n} about the plan is written right here.")  # the reply uses it
+    # Turn 2 is still raw, its reply still there; the knowledge it used left with the pass. Turn 3's is there.
+    assert "question 2" in texts and not any(chunk[2] in t for t in texts)
+    assert any(chunk[3] in t for t in texts)

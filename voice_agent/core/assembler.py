@@ -256,9 +256,10 @@ class ContextAssembler:
     Order: system prompt; the hard constraints (the same on every request of the call: a pass never breaks the
     cache before them); KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns since,
     each turn's knowledge right after the caller words it answered (kept once the turn is over only if the
-    reply used it); then the tail: KNOWN FACTS new or changed since the pass, and one line that recalls the hard
-    constraints. Between two passes a request only appends to the one before it, so a provider's prompt cache
-    serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN FACTS on.
+    reply used it, and only until the next pass); then the tail: KNOWN FACTS new or changed since the pass, and
+    one line that recalls the hard constraints. Between two passes a request only appends to the one before it,
+    so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN
+    FACTS on.
     Every fact is on every request verbatim, in the prefix or in the tail.
 
     One assembler serves one call at a time (it remembers the prefix it built; another state starts over).
@@ -339,11 +340,12 @@ class ContextAssembler:
             standings = self._standing.standings(state, state.summary, "\n".join(lines), as_of)
             summary_text, summary_dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens,
                                                               standings, self.config.summary_ceiling)
+        # A pass rewrites this part of the prefix anyway: the knowledge earlier turns were given leaves with it, that
+        # of turns still raw too (their replies stay, and a later question gets its own); the turn under way keeps its.
+        kept = {i: k for i, k in stable.knowledge.items() if i in callers and k[0] >= state.turn}
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), block=render_facts(lines, noted),
-                               # Knowledge of turns a pass folded went with them.
-                               knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
-                               if same_call else {},
+                               knowledge=kept if same_call else {},
                                knowledge_turns=stable.knowledge_turns if same_call else set(),
                                used=stable.used if same_call else set(),
                                summary_text=summary_text, summary_dropped=summary_dropped)
@@ -355,7 +357,8 @@ class ContextAssembler:
         """Pins the turn's first knowledge right after the caller's words of the turn; unpins what went unused.
 
         Once its turn is over, a turn's knowledge stays only if the agent's words in that turn used it (a run of
-        :data:`USED_WORDS` words in common): unused, it would ride on every later request. It sat at the end of
+        :data:`USED_WORDS` words in common), and only until the next pass: unused, it would ride on every later
+        request. It sat at the end of
         that turn's stable prefix, so taking it out re-sends only what that turn added after it.
         """
         for index, (turn, _) in list(stable.knowledge.items()):
