@@ -216,6 +216,8 @@ def entries_to_messages(
 
 
 FACTS_SINCE_HEADER = "KNOWN FACTS, new or changed since the list above (the current value where a name is in both):"
+"""The tail's facts: a line new since the pass, changed or added to the list in the prefix. A new fact whose exact
+value a message of the prefix holds already (the caller's words, a tool result) is not repeated there."""
 
 
 @dataclass
@@ -297,6 +299,9 @@ class ContextAssembler:
         knowledge = {i: m for i, (_, m) in stable.knowledge.items() if i in callers}
         recent = entries_to_messages(raw, knowledge)
         fresh = [line for line in lines if line not in stable.facts]
+        if fresh:  # a fact new since the pass whose exact value a message above already holds is not sent again
+            above = _stable_texts(summary + recent)
+            fresh = [line for line in fresh if not _held_above(line, stable.facts, above)]
         fresh_noted = [line for line in noted if line not in stable.noted]
         new_facts = render_facts(fresh, fresh_noted, FACTS_SINCE_HEADER if facts else KNOWN_FACTS_HEADER)
         if facts and not fresh and fresh_noted:  # a noted line that changed must say it replaces the one above
@@ -380,6 +385,52 @@ class ContextAssembler:
                 stable.knowledge[entry.index] = (state.turn, message)
                 stable.knowledge_turns.add(state.turn)
                 return
+
+
+_FACT = re.compile(r"^- (?P<name>.+?)(?: \(turn \d+\))?: (?P<value>.*)$", re.S)
+
+
+def _fact_parts(line: str) -> tuple[str, tuple[str, ...]] | None:
+    """A KNOWN FACTS line's name and the exact value(s) it states (a caller quote: each quoted item), or None.
+
+    ``- account: ACC-4729-18`` -> ("account", ("ACC-4729-18",)); ``- timing (turn 8): "not before the 14th"``
+    -> ("timing", ("not before the 14th",)); a flagged value (``ACC-1 (UNVERIFIED, caller-stated)``) keeps its
+    flag, so it is never found verbatim in a transcript message.
+    """
+    match = _FACT.match(line)
+    if match is None:
+        return None
+    value = match["value"]
+    items = tuple(value[1:-1].split('"; "')) if len(value) > 1 and value[0] == value[-1] == '"' else (value,)
+    return match["name"], items
+
+
+def _stable_texts(messages: Sequence[Message]) -> str:
+    """The text of the summary and the raw turns of the stable prefix (knowledge left out: it may leave before the
+    next pass), for looking up values verbatim."""
+    parts = []
+    for m in messages:
+        content = str(m.get("content") or "")
+        if not content.startswith("KNOWLEDGE ("):
+            parts.append(content)
+        parts += [call["function"]["arguments"] for call in m.get("tool_calls", [])]
+    return "\n".join(parts)
+
+
+def _held_above(line: str, prefix_lines: frozenset[str], above: str) -> bool:
+    """Whether the tail can leave out ``line``, a KNOWN FACTS line new since the pass: its every value is verbatim in
+    ``above`` (a caller's words, a tool result, the summary: none of it changes before the next pass, which puts the
+    line in the prefix's KNOWN FACTS), and neither its name nor its value is in the prefix's list, where the line
+    would replace or add to what the list says (a changed value, a second role of the same identifier)."""
+    parts = _fact_parts(line)
+    if parts is None:
+        return False
+    name, values = parts
+    for known in prefix_lines:
+        other = _fact_parts(known)
+        if other is not None and (other[0] == name or set(other[1]) & set(values)):
+            return False
+    return all(v and v in above for v in values)
 
 
 def _caller_indices(raw: Sequence[TranscriptEntry]) -> frozenset[int]:
