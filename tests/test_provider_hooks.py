@@ -52,6 +52,18 @@ def test_one_breakpoint_on_the_last_stable_message() -> None:
     assert MessageDialect(cache_breakpoint=True).apply(messages, 0) == messages  # no stable prefix: none
 
 
+def test_a_second_breakpoint_ends_the_part_no_pass_changes() -> None:
+    rules = {"role": "developer", "content": "HARD CONSTRAINTS (never break these):\n- x"}
+    messages = [rules, {"role": "developer", "content": "KNOWN FACTS"}, {"role": "user", "content": "hi"},
+                {"role": "developer", "content": "HARD CONSTRAINTS: recall"}]
+    out = MessageDialect(cache_breakpoint=True).apply(messages, 3, fixed=1)
+    marked = [i for i, m in enumerate(out) if isinstance(m["content"], list)]
+    assert marked == [0, 2] and out[0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # No stable part past it: the one breakpoint is the stable prefix's own.
+    assert [i for i, m in enumerate(MessageDialect(cache_breakpoint=True).apply(messages, 1, fixed=1))
+            if isinstance(m["content"], list)] == [0]
+
+
 def test_a_tool_result_carries_the_breakpoint_as_anthropics_own_block() -> None:
     result = {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'}
     out = MessageDialect(cache_breakpoint=True).apply([{"role": "user", "content": "hi"}, TOOL_CALL, result], 3)
@@ -156,7 +168,7 @@ def _breakpoints(body: dict[str, Any]) -> list[tuple[str, int, int]]:
     return found
 
 
-async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
+async def test_the_anthropic_breakpoints_land_on_the_constraints_and_the_last_stable_message_only(
     fake_anthropic: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "anthropic")
@@ -175,8 +187,11 @@ async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
     await run_text_call(session, parts.llm, LINES)
     assert len(fake_anthropic.requests) == 2
     for body, last_stable in zip(fake_anthropic.requests, stable, strict=True):
-        [(where, index, block)] = _breakpoints(body)  # one, and pipecat's own (last two user messages) is off
-        assert where == "messages"
+        # Two, and pipecat's own (the system prompt, the last two user messages) is off: the end of the part no pass
+        # changes (the hard constraints, the first message) and the end of the stable prefix.
+        [(where_fixed, *at_fixed), (where, index, block)] = _breakpoints(body)
+        assert where_fixed == where == "messages" and at_fixed == [0, 0]
+        assert body["messages"][0]["content"][0]["text"].startswith("HARD CONSTRAINTS (never break these):")
         marked = body["messages"][index]["content"][block]
         assert marked == {"type": "text", "text": last_stable, "cache_control": {"type": "ephemeral"}}
         # The volatile tail follows it: the line that recalls the constraints, merged into the same user message by

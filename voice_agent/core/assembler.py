@@ -73,12 +73,15 @@ class AssembledContext:
         summary_lines_dropped: Summary lines left out to respect the budget.
         stable_count: How many leading messages form the stable prefix: they stay the same on the next request
             unless a summary pass runs (a provider's prompt cache can serve them); the rest is the volatile tail.
+        fixed_count: How many leading messages of the stable prefix stay the same on every request of the call,
+            passes included (the system prompt, the hard constraints): a cache breakpoint there survives a pass.
     """
 
     messages: list[Message]
     lane_tokens: dict[str, int] = field(default_factory=dict)
     summary_lines_dropped: int = 0
     stable_count: int = 0
+    fixed_count: int = 0
 
     @classmethod
     def from_lanes(cls, lanes: dict[str, list[Message]]) -> AssembledContext:
@@ -309,7 +312,9 @@ class ContextAssembler:
         tail_facts = [{"role": LANE_ROLE, "content": new_facts}] if new_facts else []
         constraints = lane_of(constraints_message(self.config.hard_constraints))
         reminder = [{"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}] if constraints else []
-        messages += constraints + prefix_facts + summary + recent
+        messages += constraints
+        fixed_count = len(messages)
+        messages += prefix_facts + summary + recent
         stable_count = len(messages)
         messages += tail_facts + reminder
         knowledge_tokens = sum(_message_tokens(m) for m in knowledge.values())
@@ -321,7 +326,7 @@ class ContextAssembler:
             "recent": sum(_message_tokens(m) for m in recent) - knowledge_tokens,
         }
         return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped,
-                                stable_count=stable_count)
+                                stable_count=stable_count, fixed_count=fixed_count)
 
     def _stable_for(
         self, state: CallState, raw: Sequence[TranscriptEntry], lines: Sequence[str], noted: Sequence[str]
