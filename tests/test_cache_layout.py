@@ -296,3 +296,21 @@ def test_a_new_fact_already_verbatim_above_stays_out_of_the_tail_until_the_pass_
     # A value the caller said is flagged unverified: the flag is in no message above, so the tail says it.
     fifth = turn(5, "mine is ACC333333", "ACC333333", said=True)
     assert "ACC333333 (UNVERIFIED, caller-stated)" in tail(fifth)
+
+
+def test_the_priced_trigger_of_lanes_reads_what_the_assembler_shows() -> None:
+    from voice_agent.core.guards.date_guard import DateGuard
+    from voice_agent.policies.lanes import LanesPolicy
+
+    policy = LanesPolicy(AssemblerConfig(system_prompt="SYS"), LineSummarizer(), DateGuard(dt.date(2026, 12, 3)))
+    assert policy.compactor.trigger.shown == policy.assembler.shown_sizes
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
+    assert policy.assembler.shown_sizes(state).summary == 0  # another call: nothing shown yet
+    for n in (1, 2, 3):
+        state.start_turn(f"question {n}")
+        asyncio.run(policy.on_turn_start(state))
+        request = policy.build(state, [f"Fact number {n} about the plan is written right here."])
+        state.record_agent(f"Yes: fact number {n} about the plan is written right here.")
+    shown = policy.assembler.shown_sizes(state)
+    assert shown.knowledge == {3: request.lane_tokens["retrieved"]}  # the pass at turn 3 took out 1's and 2's
+    assert 0 < shown.summary <= request.lane_tokens["summary"]

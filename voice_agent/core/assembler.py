@@ -10,6 +10,7 @@ from typing import Any
 
 from voice_agent.core import summary_budget
 from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction_trigger import ShownSizes
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.summary_budget import LineStanding, SummaryStanding
 from voice_agent.core.tokens import estimate_message_tokens
@@ -327,6 +328,18 @@ class ContextAssembler:
         }
         return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped,
                                 stable_count=stable_count, fixed_count=fixed_count)
+
+    def shown_sizes(self, state: CallState) -> ShownSizes:
+        """What this call's requests show beyond the raw turns (for the priced ``reference`` trigger): the summary
+        lane as last built, and the knowledge pinned per turn."""
+        stable = self._stable
+        if stable.state is not state:
+            return ShownSizes(0)
+        summary = estimate_message_tokens(stable.summary_text) if stable.summary_text is not None else 0
+        knowledge: dict[int, int] = {}
+        for turn, message in stable.knowledge.values():
+            knowledge[turn] = knowledge.get(turn, 0) + _message_tokens(message)
+        return ShownSizes(summary, knowledge)
 
     def _stable_for(
         self, state: CallState, raw: Sequence[TranscriptEntry], lines: Sequence[str], noted: Sequence[str]
