@@ -100,7 +100,8 @@ class ContextAssembly(FrameProcessor):
     what that policy shows the model); the caller's new words still open the turn.
     The history's messages that are no turn's (its system message, notes other processors
     add) go to the model first, unchanged; so do the context's tools and tool choice. The messages reach pipecat
-    in the provider's dialect (the lane role, a prompt-cache breakpoint at the end of the stable prefix); under
+    in the provider's dialect (the lane role, prompt-cache breakpoints at the end of the part no pass changes and
+    at the end of the stable prefix); under
     ``pipecat`` the context is pipecat's own and is not rewritten.
 
     A :class:`~processors.speculative_retrieval.KnowledgeFrame` (the retrieval stage's, ahead of the caller's
@@ -149,15 +150,16 @@ class ContextAssembly(FrameProcessor):
         await self._session.sync_caller_messages(users)
         assembled = self._session.assemble()
         messages = cast(list[Any], assembled.messages)  # plain OpenAI-format dicts
-        stable = assembled.stable_count
+        stable, fixed = assembled.stable_count, assembled.fixed_count
         if messages and messages[0] == {"role": "system", "content": self._session.system_prompt}:
             # pipecat 1.9+ takes the prompt as the service's system instruction (set once per call
             # by build_call_pipeline); a leading system message in the context is deprecated.
             messages = messages[1:]
-            stable = max(stable - 1, 0)
+            stable, fixed = max(stable - 1, 0), max(fixed - 1, 0)
         # What the lanes do not hold goes first, as it stands in the history: the system message of the user's
         # own context, notes other processors added. It only grows, so the cached prefix survives it.
         passthrough = self._history.passthrough(history)
-        messages = self._dialect.apply([*passthrough, *messages], len(passthrough) + stable)
+        messages = self._dialect.apply([*passthrough, *messages], len(passthrough) + stable,
+                                       len(passthrough) + fixed if fixed else 0)
         context = LLMContext(messages=messages, tools=canonical.tools, tool_choice=canonical.tool_choice)
         return LLMContextFrame(context=context, speculation=frame.speculation)

@@ -24,8 +24,9 @@ from the LLM's own input frame. Tokens are characters / 4. Per call:
 - ``breaks``: requests that reuse less than the request before them minus its last 512 tokens (a summary pass,
   a moved message: everything after is sent again);
 - cost per call in US dollars, input only (the replies are the same under every policy), under each price table
-  of :data:`PRICES`. Anthropic is billed per its breakpoints: ``lanes`` puts one at the end of its stable prefix,
-  the others get pipecat's own option (the last two user messages); a prefix is cached from 1,024 tokens,
+  of :data:`PRICES`. Anthropic is billed per its breakpoints: ``lanes`` puts one at the end of its stable prefix
+  and one at the end of the part no pass changes (system prompt, hard constraints), the others get pipecat's own
+  option (the system prompt and the last two user messages); a prefix is cached from 1,024 tokens,
   written at 1.25x, read at 0.1x;
 - ``facts``: tracked facts whose exact value was in what the model received on the turn that needed it.
 
@@ -151,13 +152,15 @@ def attach_capture(llm: LLMService, capture: Capture, session: Callable[[], Call
         system = str(getattr(llm._settings, "system_instruction", "") or "")
         call = session()
         lanes = call is not None and isinstance(call.policy, LanesPolicy) and call.last_context is not None
-        stable = None
+        stable, fixed = None, 0
         if lanes:
             assert call is not None and call.last_context is not None
             # The system message is pipecat's system instruction, not a message: one fewer stable message.
-            stable = call.last_context.stable_count - (1 if call.system_prompt else 0)
+            shift = 1 if call.system_prompt else 0
+            stable = call.last_context.stable_count - shift
+            fixed = max(call.last_context.fixed_count - shift, 0)
             capture.previous_layout.append(request_of(tools, system, previous_layout(call, messages), None))
-        capture.requests.append(request_of(tools, system, messages, stable))
+        capture.requests.append(request_of(tools, system, messages, stable, fixed))
 
     llm.add_event_handler("on_before_process_frame", on_frame)
 

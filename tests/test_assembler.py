@@ -10,7 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from voice_agent.core.assembler import LANE_ORDER, AssemblerConfig, ContextAssembler, entries_to_messages
+from voice_agent.core.assembler import (
+    CONSTRAINTS_REMINDER,
+    LANE_ORDER,
+    AssemblerConfig,
+    ContextAssembler,
+    entries_to_messages,
+)
 from voice_agent.core.call_state import CallState
 from voice_agent.core.compaction import Compactor
 from voice_agent.core.policy import ContextPolicy
@@ -99,13 +105,16 @@ def test_lane_order_matches_design() -> None:
     ctx = ContextAssembler(config).build(state, retrieved=["chunk one", "chunk two", "c3", "c4"])
     contents = [str(m.get("content")) for m in ctx.messages]
     assert contents[0] == "SYS"
-    assert contents[1].startswith("KNOWN FACTS") and "ACC47291" in contents[1]
-    assert contents[2].startswith("SUMMARY")
+    # The hard constraints never change in a call: stated in full before anything a pass rewrites.
+    assert contents[1] == "HARD CONSTRAINTS (never break these):\n- never read a card number"
+    assert contents[2].startswith("KNOWN FACTS") and "ACC47291" in contents[2]
+    assert contents[3].startswith("SUMMARY")
     # The turn's knowledge follows the caller's words it answers, inside the stable prefix.
     knowledge = next(i for i, c in enumerate(contents) if c.startswith("KNOWLEDGE"))
     assert ctx.messages[knowledge - 1]["role"] == "user" and knowledge < ctx.stable_count
     assert "c3" in contents[knowledge] and "c4" not in contents[knowledge]
-    assert contents[-1].startswith("HARD CONSTRAINTS") and ctx.stable_count == len(contents) - 1
+    # The tail ends with one line that recalls them near the question.
+    assert contents[-1] == CONSTRAINTS_REMINDER and ctx.stable_count == len(contents) - 1
     assert list(ctx.lane_tokens) == list(LANE_ORDER) and all(v > 0 for v in ctx.lane_tokens.values())
 
 

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from voice_agent.core.assembler import (
+    CONSTRAINTS_REMINDER,
     FACTS_SINCE_HEADER,
     KNOWN_FACTS_HEADER,
+    LANE_ROLE,
     AssembledContext,
     AssemblerConfig,
     ContextAssembler,
@@ -134,7 +136,7 @@ def test_a_changed_fact_goes_to_the_tail_and_wins() -> None:
     last = requests[-1]
     tail = [str(m["content"]) for m in last.messages[last.stable_count:]]
     assert tail[0].startswith(FACTS_SINCE_HEADER) and "ACC222222" in tail[0]
-    prefix_facts = str(last.messages[1]["content"])
+    prefix_facts = str(last.messages[2]["content"])  # after the system prompt and the hard constraints
     assert prefix_facts.startswith(KNOWN_FACTS_HEADER) and "ACC111111" in prefix_facts
 
 
@@ -179,3 +181,136 @@ def test_a_changed_model_note_in_the_tail_says_it_replaces_the_one_above() -> No
     request = assembler.build(state)
     tail = str(request.messages[request.stable_count]["content"])
     assert tail.startswith(FACTS_SINCE_HEADER) and "before noon" in tail
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_the_hard_constraints_open_every_request_and_a_one_line_reminder_closes_it(
+    call: list[Step], keep: int, every: int, reference: bool
+) -> None:
+    requests, _, _ = play(call, keep, every, reference)
+    full = {"role": LANE_ROLE, "content": "HARD CONSTRAINTS (never break these):\n- never read a card number"}
+    for request in requests:
+        # The same first messages on every request of the call, passes or not: always served from the cache.
+        assert request.messages[:2] == [{"role": "system", "content": "SYS"}, full]
+        assert request.messages[-1] == {"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}
+        assert request.stable_count < len(request.messages)
+
+
+def test_a_pass_drops_the_knowledge_of_earlier_turns_and_keeps_the_current_turns() -> None:
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+    chunk = {n: f"Fact number {n} about the plan is written right here." for n in (1, 2, 3)}
+    texts: list[str] = []
+    for n in (1, 2, 3):
+        state.start_turn(f"question {n}")
+        ran = asyncio.run(compactor.on_turn_start(state)) is not None
+        assert ran is (n == 3)
+        texts = [str(m.get("content")) for m in assembler.build(state, [chunk[n]]).messages]
+        state.record_agent(f"Yes: fact number {n} about the plan is written right here.")  # the reply uses it
+    # Turn 2 is still raw, its reply still there; the knowledge it used left with the pass. Turn 3's is there.
+    assert "question 2" in texts and not any(chunk[2] in t for t in texts)
+    assert any(chunk[3] in t for t in texts)
+
+
+def _stated_above(line: str, request: AssembledContext) -> bool:
+    """Whether every value of the fact ``line`` is verbatim in a message of the request's stable prefix that stays
+    there until the next pass (the caller's words, a tool call or result, the summary; not knowledge)."""
+    body = line[2:]
+    name_and_value = body.split(": ", 1)
+    if len(name_and_value) != 2:
+        return False
+    value = name_and_value[1]
+    values = value[1:-1].split('"; "') if value.startswith('"') and value.endswith('"') else [value]
+    texts = []
+    for m in request.messages[: request.stable_count]:
+        if not str(m.get("content") or "").startswith(("KNOWLEDGE", "KNOWN FACTS", "HARD CONSTRAINTS")):
+            texts.append(str(m.get("content") or ""))
+            texts += [c["function"]["arguments"] for c in m.get("tool_calls", [])]
+    return all(any(v in t for t in texts) for v in values)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(1, 6), st.integers(1, 6), st.booleans(), st.booleans())
+def test_every_fact_is_in_known_facts_or_its_value_verbatim_in_the_prefix_on_every_request(
+    call: list[Step], keep: int, every: int, reference: bool, said: bool
+) -> None:
+    """The layout's guarantee with tool results and caller words that carry the values: a fact's line is in KNOWN
+    FACTS (the prefix's list or the tail), or, new since the pass, its every value is verbatim in the prefix."""
+    policy = (ContextPolicy(keep, every, trigger=Trigger.REFERENCE, floor=1, batch=1) if reference
+              else ContextPolicy(keep, every))
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=policy, slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS", hard_constraints=("never read a card number",)))
+    for n, (words, account, tool, _knowledge) in enumerate(call, start=1):
+        state.start_turn(f"{words} my number is {account}" if said and account else words)
+        asyncio.run(compactor.on_turn_start(state))
+        if account is not None:
+            if tool:  # the value comes in a tool result the request carries
+                state.transcript.append_tool_call(n, "lookup", f"c{n}", {"q": words[:4]})
+                state.transcript.append_tool_result(n, "lookup", f"c{n}", {"account_id": account},
+                                                    ToolOutcome.COMPLETED)
+                state.ledger.record_from_tool("account", account, n, "lookup", "account_id")
+                state.slots.apply_harvest("account_id", account, n, "lookup.account_id")
+            elif said:  # the caller said it: caller-stated, flagged unverified
+                state.ledger.record_from_caller("account", account, n, f"my number is {account}")
+        request = assembler.build(state, [f"chunk {n}"])
+        facts = [line for m in request.messages if str(m.get("content")).startswith("KNOWN FACTS")
+                 for line in str(m["content"]).splitlines()]
+        lines, noted = known_facts_lines(state)
+        for line in lines + noted:
+            assert line in facts or _stated_above(line, request), line
+        state.record_agent(f"reply {n}")
+
+
+def test_a_new_fact_already_verbatim_above_stays_out_of_the_tail_until_the_pass_lists_it() -> None:
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
+    compactor = Compactor(LineSummarizer())
+    assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
+
+    def turn(n: int, words: str, account: str | None = None, said: bool = False) -> AssembledContext:
+        state.start_turn(words)
+        asyncio.run(compactor.on_turn_start(state))
+        if account and said:
+            state.ledger.record_from_caller("account", account, n, words)
+        elif account:
+            state.transcript.append_tool_call(n, "lookup", f"c{n}", {})
+            state.transcript.append_tool_result(n, "lookup", f"c{n}", {"account_id": account}, ToolOutcome.COMPLETED)
+            state.ledger.record_from_tool("account", account, n, "lookup", "account_id")
+        request = assembler.build(state)
+        state.record_agent(f"reply {n}")
+        return request
+
+    def tail(request: AssembledContext) -> str:
+        return "\n".join(str(m["content"]) for m in request.messages[request.stable_count:])
+
+    turn(1, "hello")  # the prefix is built: no facts yet
+    second = turn(2, "more", "ACC111111")  # in the tool result of the request: not repeated in the tail
+    assert "ACC111111" not in tail(second) and "- account: ACC111111" not in second.text()
+    third = turn(3, "the pass")  # the pass folds turn 1 and lists the account in the prefix
+    assert "- account: ACC111111" in str(third.messages[1]["content"]) and "ACC111111" not in tail(third)
+    # A second value under the same role is a change to the list: the tail says it, verbatim above or not.
+    fourth = turn(4, "another one", "ACC222222")
+    assert "- account: ACC222222" in tail(fourth)
+    # A value the caller said is flagged unverified: the flag is in no message above, so the tail says it.
+    fifth = turn(5, "mine is ACC333333", "ACC333333", said=True)
+    assert "ACC333333 (UNVERIFIED, caller-stated)" in tail(fifth)
+
+
+def test_the_priced_trigger_of_lanes_reads_what_the_assembler_shows() -> None:
+    from voice_agent.core.guards.date_guard import DateGuard
+    from voice_agent.policies.lanes import LanesPolicy
+
+    policy = LanesPolicy(AssemblerConfig(system_prompt="SYS"), LineSummarizer(), DateGuard(dt.date(2026, 12, 3)))
+    assert policy.compactor.trigger.shown == policy.assembler.shown_sizes
+    state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
+    assert policy.assembler.shown_sizes(state).summary == 0  # another call: nothing shown yet
+    for n in (1, 2, 3):
+        state.start_turn(f"question {n}")
+        asyncio.run(policy.on_turn_start(state))
+        request = policy.build(state, [f"Fact number {n} about the plan is written right here."])
+        state.record_agent(f"Yes: fact number {n} about the plan is written right here.")
+    shown = policy.assembler.shown_sizes(state)
+    assert shown.knowledge == {3: request.lane_tokens["retrieved"]}  # the pass at turn 3 took out 1's and 2's
+    assert 0 < shown.summary <= request.lane_tokens["summary"]

@@ -14,6 +14,7 @@ from voice_agent.core.compaction_trigger import (
     PIPECAT_MAX_UNSUMMARIZED_MESSAGES,
     PIPECAT_MIN_MESSAGES_AFTER_SUMMARY,
     CompactionTrigger,
+    ShownSizes,
 )
 from voice_agent.core.policy import ContextPolicy, PolicyError, Trigger
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
@@ -195,6 +196,28 @@ def test_a_cache_priced_pass_folds_more_turns_and_keeps_the_floor() -> None:
         sizes[price] = sum(len(ts) for _, ts in passes) / len(passes)
         assert all(t < turn - 2 for turn, ts in passes for t in ts)
     assert sizes[0.1] >= 3 * sizes[None]
+
+
+def test_a_priced_pass_is_reckoned_on_what_the_requests_show() -> None:
+    """A summary that holds more than its lane shows makes a pass look dearer than it is; the knowledge pinned on
+    the turns a pass takes out makes carrying them dearer. Told what the requests show, passes come sooner."""
+    big = EpisodeSummary(established=[f"turn {n}: caller said: a long line about the kettle and the garden"
+                                      for n in range(60)])
+
+    def passes(shown: ShownSizes | None) -> int:
+        state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
+            trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=0.25))
+        state.summary = big
+        trigger = CompactionTrigger()
+        if shown is not None:
+            trigger.shown = lambda s: dataclasses.replace(shown, knowledge={t: 80 for t in range(1, s.turn)}
+                                                          if shown.knowledge else {})
+        return len(play(state, _long_unrelated(80), trigger))
+
+    whole = passes(None)
+    as_shown = passes(ShownSizes(summary=100))
+    with_knowledge = passes(ShownSizes(summary=100, knowledge={0: 1}))
+    assert whole < as_shown < with_knowledge
 
 
 def test_cache_price_must_be_a_share() -> None:

@@ -75,10 +75,33 @@ def test_anthropic_reads_only_what_a_breakpoint_wrote_before() -> None:
     assert cost_of(moving).cost["sonnet-4"] > cost_of(marked).cost["sonnet-4"] * 2
 
 
-def test_ours_marks_the_end_of_the_stable_prefix_pipecats_the_last_two_user_messages() -> None:
+def test_ours_marks_the_end_of_the_stable_prefix_pipecats_the_system_prompt_and_the_last_two_user_messages() -> None:
     messages = [*turn(1), *turn(2), {"role": "developer", "content": "tail"}]
     ours = request_of(TOOLS, "SYS", messages, stable=4)
     pipecats = request_of(TOOLS, "SYS", messages, stable=None)
     assert ours.text == pipecats.text
     assert ours.breakpoints == [ours.text.index('{"content": "tail"')]
-    assert len(pipecats.breakpoints) == 2 and pipecats.breakpoints[1] < ours.breakpoints[0]
+    system_end = ours.text.index("SYS\n") + len("SYS\n")
+    assert len(pipecats.breakpoints) == 3 and pipecats.breakpoints[0] == system_end
+    assert pipecats.breakpoints[2] < ours.breakpoints[0]
+    # With a part no pass changes (``fixed`` messages), ours marks its end too.
+    both = request_of(TOOLS, "SYS", messages, stable=4, fixed=1)
+    assert both.breakpoints == [ours.text.index('{"content": "agent line 1'), ours.breakpoints[0]]
+
+
+def test_a_breakpoint_before_what_a_pass_rewrites_is_read_back_after_the_pass() -> None:
+    """After a pass the request starts the same up to the end of the fixed part: with a breakpoint there, Anthropic
+    reads that part back instead of writing it again; OpenAI's rule does not depend on breakpoints."""
+    fixed = [{"role": "developer", "content": "RULES " * 300}]
+
+    def call(mark_fixed: bool) -> list[Request]:
+        out = []
+        for n in range(6):
+            facts = [{"role": "developer", "content": f"FACTS as of pass {n // 3}"}]  # a pass every third request
+            messages = [*fixed, *facts, *turn(n), {"role": "developer", "content": "tail"}]
+            out.append(request_of(TOOLS, "SYS", messages, stable=4, fixed=1 if mark_fixed else 0))
+        return out
+
+    marked, unmarked = cost_of(call(True)), cost_of(call(False))
+    assert marked.cost["sonnet-4"] < unmarked.cost["sonnet-4"]
+    assert marked.cost["gpt-4.1"] == unmarked.cost["gpt-4.1"]

@@ -18,7 +18,7 @@ from pipecat.services.openai.llm import OpenAILLMService
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, sse_reply
 from voice_agent.call.factory import build_call
-from voice_agent.core.assembler import AssembledContext
+from voice_agent.core.assembler import CONSTRAINTS_REMINDER, AssembledContext
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.provider_hooks import MessageDialect, is_openai_api, message_dialect
 from voice_agent.settings import SettingsError, load_settings, with_overrides
@@ -50,6 +50,18 @@ def test_one_breakpoint_on_the_last_stable_message() -> None:
                       "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]}
     assert [m for i, m in enumerate(out) if i != 2] == [m for i, m in enumerate(messages) if i != 2]
     assert MessageDialect(cache_breakpoint=True).apply(messages, 0) == messages  # no stable prefix: none
+
+
+def test_a_second_breakpoint_ends_the_part_no_pass_changes() -> None:
+    rules = {"role": "developer", "content": "HARD CONSTRAINTS (never break these):\n- x"}
+    messages = [rules, {"role": "developer", "content": "KNOWN FACTS"}, {"role": "user", "content": "hi"},
+                {"role": "developer", "content": "HARD CONSTRAINTS: recall"}]
+    out = MessageDialect(cache_breakpoint=True).apply(messages, 3, fixed=1)
+    marked = [i for i, m in enumerate(out) if isinstance(m["content"], list)]
+    assert marked == [0, 2] and out[0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # No stable part past it: the one breakpoint is the stable prefix's own.
+    assert [i for i, m in enumerate(MessageDialect(cache_breakpoint=True).apply(messages, 1, fixed=1))
+            if isinstance(m["content"], list)] == [0]
 
 
 def test_a_tool_result_carries_the_breakpoint_as_anthropics_own_block() -> None:
@@ -156,7 +168,7 @@ def _breakpoints(body: dict[str, Any]) -> list[tuple[str, int, int]]:
     return found
 
 
-async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
+async def test_the_anthropic_breakpoints_land_on_the_constraints_and_the_last_stable_message_only(
     fake_anthropic: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "anthropic")
@@ -175,11 +187,15 @@ async def test_the_anthropic_breakpoint_lands_on_the_last_stable_message_only(
     await run_text_call(session, parts.llm, LINES)
     assert len(fake_anthropic.requests) == 2
     for body, last_stable in zip(fake_anthropic.requests, stable, strict=True):
-        [(where, index, block)] = _breakpoints(body)  # one, and pipecat's own (last two user messages) is off
-        assert where == "messages"
+        # Two, and pipecat's own (the system prompt, the last two user messages) is off: the end of the part no pass
+        # changes (the hard constraints, the first message) and the end of the stable prefix.
+        [(where_fixed, *at_fixed), (where, index, block)] = _breakpoints(body)
+        assert where_fixed == where == "messages" and at_fixed == [0, 0]
+        assert body["messages"][0]["content"][0]["text"].startswith("HARD CONSTRAINTS (never break these):")
         marked = body["messages"][index]["content"][block]
         assert marked == {"type": "text", "text": last_stable, "cache_control": {"type": "ephemeral"}}
-        # The volatile tail follows it: the constraints lane, merged into the same user message by pipecat.
+        # The volatile tail follows it: the line that recalls the constraints, merged into the same user message by
+        # pipecat.
         tail = body["messages"][index]["content"][block + 1:]
-        assert [b["text"].split("\n")[0] for b in tail][-1] == "HARD CONSTRAINTS (never break these):"
+        assert [b["text"] for b in tail][-1] == CONSTRAINTS_REMINDER
     assert stable == [LINES[0].text, LINES[1].text]

@@ -10,6 +10,7 @@ from typing import Any
 
 from voice_agent.core import summary_budget
 from voice_agent.core.call_state import CallState
+from voice_agent.core.compaction_trigger import ShownSizes
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.summary_budget import LineStanding, SummaryStanding
 from voice_agent.core.tokens import estimate_message_tokens
@@ -24,7 +25,7 @@ LANE_HEADERS = ("KNOWN FACTS", "NOTED BY THE AGENT", "SUMMARY of earlier turns",
 LANE_ROLE = "developer"
 """Role of the lane messages after the system prompt. Providers without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
-LANE_ORDER = ("system", "known_facts", "summary", "retrieved", "recent", "constraints")
+LANE_ORDER = ("system", "constraints", "known_facts", "summary", "retrieved", "recent")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,10 @@ class AssemblerConfig:
 
     Args:
         system_prompt: The agent's instructions (empty: none, the LLM service carries its own).
-        hard_constraints: Rules restated close to the end of every context.
+        hard_constraints: Rules the agent must not break. ``lanes`` states them in full right after the system
+            prompt (a part of every request that never changes, so the prompt cache always serves it) and recalls
+            them in one line at the end (:data:`CONSTRAINTS_REMINDER`); ``rolling`` and ``window`` restate them in
+            full at the end.
         summary_max_tokens: Budget for the summary lane. When over, what nothing refers to goes first, small
             talk before what the agent did; the caller's own statements, requests and rulings never go
             (:mod:`voice_agent.core.summary_budget`) unless the lane reaches its ceiling.
@@ -70,12 +74,15 @@ class AssembledContext:
         summary_lines_dropped: Summary lines left out to respect the budget.
         stable_count: How many leading messages form the stable prefix: they stay the same on the next request
             unless a summary pass runs (a provider's prompt cache can serve them); the rest is the volatile tail.
+        fixed_count: How many leading messages of the stable prefix stay the same on every request of the call,
+            passes included (the system prompt, the hard constraints): a cache breakpoint there survives a pass.
     """
 
     messages: list[Message]
     lane_tokens: dict[str, int] = field(default_factory=dict)
     summary_lines_dropped: int = 0
     stable_count: int = 0
+    fixed_count: int = 0
 
     @classmethod
     def from_lanes(cls, lanes: dict[str, list[Message]]) -> AssembledContext:
@@ -213,6 +220,8 @@ def entries_to_messages(
 
 
 FACTS_SINCE_HEADER = "KNOWN FACTS, new or changed since the list above (the current value where a name is in both):"
+"""The tail's facts: a line new since the pass, changed or added to the list in the prefix. A new fact whose exact
+value a message of the prefix holds already (the caller's words, a tool result) is not repeated there."""
 
 
 @dataclass
@@ -250,11 +259,13 @@ class _Stable:
 class ContextAssembler:
     """Builds one LLM request from the lanes, as a stable prefix and a small volatile tail.
 
-    Order: system prompt; KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns
-    since, each turn's knowledge right after the caller words it answered (kept once the turn is over only if
-    the reply used it); then the tail: KNOWN FACTS new or
-    changed since the pass, and the hard constraints. Between two passes a request only appends to the one
-    before it, so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once.
+    Order: system prompt; the hard constraints (the same on every request of the call: a pass never breaks the
+    cache before them); KNOWN FACTS as they stood at the last summary pass; the summary; the raw turns since,
+    each turn's knowledge right after the caller words it answered (kept once the turn is over only if the
+    reply used it, and only until the next pass); then the tail: KNOWN FACTS new or changed since the pass, and
+    one line that recalls the hard constraints. Between two passes a request only appends to the one before it,
+    so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN
+    FACTS on.
     Every fact is on every request verbatim, in the prefix or in the tail.
 
     One assembler serves one call at a time (it remembers the prefix it built; another state starts over).
@@ -292,25 +303,43 @@ class ContextAssembler:
         knowledge = {i: m for i, (_, m) in stable.knowledge.items() if i in callers}
         recent = entries_to_messages(raw, knowledge)
         fresh = [line for line in lines if line not in stable.facts]
+        if fresh:  # a fact new since the pass whose exact value a message above already holds is not sent again
+            above = _stable_texts(summary + recent)
+            fresh = [line for line in fresh if not _held_above(line, stable.facts, above)]
         fresh_noted = [line for line in noted if line not in stable.noted]
         new_facts = render_facts(fresh, fresh_noted, FACTS_SINCE_HEADER if facts else KNOWN_FACTS_HEADER)
         if facts and not fresh and fresh_noted:  # a noted line that changed must say it replaces the one above
             new_facts = FACTS_SINCE_HEADER + "\n" + str(new_facts)
         tail_facts = [{"role": LANE_ROLE, "content": new_facts}] if new_facts else []
         constraints = lane_of(constraints_message(self.config.hard_constraints))
+        reminder = [{"role": LANE_ROLE, "content": CONSTRAINTS_REMINDER}] if constraints else []
+        messages += constraints
+        fixed_count = len(messages)
         messages += prefix_facts + summary + recent
         stable_count = len(messages)
-        messages += tail_facts + constraints
+        messages += tail_facts + reminder
         knowledge_tokens = sum(_message_tokens(m) for m in knowledge.values())
         tokens |= {
+            "constraints": sum(_message_tokens(m) for m in constraints + reminder),
             "known_facts": sum(_message_tokens(m) for m in prefix_facts + tail_facts),
             "summary": sum(_message_tokens(m) for m in summary),
             "retrieved": knowledge_tokens,
             "recent": sum(_message_tokens(m) for m in recent) - knowledge_tokens,
-            "constraints": sum(_message_tokens(m) for m in constraints),
         }
         return AssembledContext(messages=messages, lane_tokens=tokens, summary_lines_dropped=dropped,
-                                stable_count=stable_count)
+                                stable_count=stable_count, fixed_count=fixed_count)
+
+    def shown_sizes(self, state: CallState) -> ShownSizes:
+        """What this call's requests show beyond the raw turns (for the priced ``reference`` trigger): the summary
+        lane as last built, and the knowledge pinned per turn."""
+        stable = self._stable
+        if stable.state is not state:
+            return ShownSizes(0)
+        summary = estimate_message_tokens(stable.summary_text) if stable.summary_text is not None else 0
+        knowledge: dict[int, int] = {}
+        for turn, message in stable.knowledge.values():
+            knowledge[turn] = knowledge.get(turn, 0) + _message_tokens(message)
+        return ShownSizes(summary, knowledge)
 
     def _stable_for(
         self, state: CallState, raw: Sequence[TranscriptEntry], lines: Sequence[str], noted: Sequence[str]
@@ -334,11 +363,12 @@ class ContextAssembler:
             standings = self._standing.standings(state, state.summary, "\n".join(lines), as_of)
             summary_text, summary_dropped = _budgeted_summary(state.summary, self.config.summary_max_tokens,
                                                               standings, self.config.summary_ceiling)
+        # A pass rewrites this part of the prefix anyway: the knowledge earlier turns were given leaves with it, that
+        # of turns still raw too (their replies stay, and a later question gets its own); the turn under way keeps its.
+        kept = {i: k for i, k in stable.knowledge.items() if i in callers and k[0] >= state.turn}
         self._stable = _Stable(state=state, summary=state.summary, first_raw=first, facts=frozenset(lines),
                                noted=frozenset(noted), block=render_facts(lines, noted),
-                               # Knowledge of turns a pass folded went with them.
-                               knowledge={i: k for i, k in stable.knowledge.items() if i in callers}
-                               if same_call else {},
+                               knowledge=kept if same_call else {},
                                knowledge_turns=stable.knowledge_turns if same_call else set(),
                                used=stable.used if same_call else set(),
                                summary_text=summary_text, summary_dropped=summary_dropped)
@@ -350,7 +380,8 @@ class ContextAssembler:
         """Pins the turn's first knowledge right after the caller's words of the turn; unpins what went unused.
 
         Once its turn is over, a turn's knowledge stays only if the agent's words in that turn used it (a run of
-        :data:`USED_WORDS` words in common): unused, it would ride on every later request. It sat at the end of
+        :data:`USED_WORDS` words in common), and only until the next pass: unused, it would ride on every later
+        request. It sat at the end of
         that turn's stable prefix, so taking it out re-sends only what that turn added after it.
         """
         for index, (turn, _) in list(stable.knowledge.items()):
@@ -372,6 +403,52 @@ class ContextAssembler:
                 stable.knowledge[entry.index] = (state.turn, message)
                 stable.knowledge_turns.add(state.turn)
                 return
+
+
+_FACT = re.compile(r"^- (?P<name>.+?)(?: \(turn \d+\))?: (?P<value>.*)$", re.S)
+
+
+def _fact_parts(line: str) -> tuple[str, tuple[str, ...]] | None:
+    """A KNOWN FACTS line's name and the exact value(s) it states (a caller quote: each quoted item), or None.
+
+    ``- account: ACC-4729-18`` -> ("account", ("ACC-4729-18",)); ``- timing (turn 8): "not before the 14th"``
+    -> ("timing", ("not before the 14th",)); a flagged value (``ACC-1 (UNVERIFIED, caller-stated)``) keeps its
+    flag, so it is never found verbatim in a transcript message.
+    """
+    match = _FACT.match(line)
+    if match is None:
+        return None
+    value = match["value"]
+    items = tuple(value[1:-1].split('"; "')) if len(value) > 1 and value[0] == value[-1] == '"' else (value,)
+    return match["name"], items
+
+
+def _stable_texts(messages: Sequence[Message]) -> str:
+    """The text of the summary and the raw turns of the stable prefix (knowledge left out: it may leave before the
+    next pass), for looking up values verbatim."""
+    parts = []
+    for m in messages:
+        content = str(m.get("content") or "")
+        if not content.startswith("KNOWLEDGE ("):
+            parts.append(content)
+        parts += [call["function"]["arguments"] for call in m.get("tool_calls", [])]
+    return "\n".join(parts)
+
+
+def _held_above(line: str, prefix_lines: frozenset[str], above: str) -> bool:
+    """Whether the tail can leave out ``line``, a KNOWN FACTS line new since the pass: its every value is verbatim in
+    ``above`` (a caller's words, a tool result, the summary: none of it changes before the next pass, which puts the
+    line in the prefix's KNOWN FACTS), and neither its name nor its value is in the prefix's list, where the line
+    would replace or add to what the list says (a changed value, a second role of the same identifier)."""
+    parts = _fact_parts(line)
+    if parts is None:
+        return False
+    name, values = parts
+    for known in prefix_lines:
+        other = _fact_parts(known)
+        if other is not None and (other[0] == name or set(other[1]) & set(values)):
+            return False
+    return all(v and v in above for v in values)
 
 
 def _caller_indices(raw: Sequence[TranscriptEntry]) -> frozenset[int]:
@@ -413,8 +490,13 @@ def retrieved_message(chunks: Sequence[str]) -> Message | None:
     return {"role": LANE_ROLE, "content": "KNOWLEDGE (may help with this question):\n" + body}
 
 
+CONSTRAINTS_REMINDER = "HARD CONSTRAINTS: the rules stated at the top still bind this reply; never break them."
+"""The tail's last line under ``lanes``: it recalls the hard constraints near the question without sending them
+again uncached on every request (they are stated in full in the stable prefix)."""
+
+
 def constraints_message(rules: Sequence[str]) -> Message | None:
-    """The hard constraints, restated near the end of the context, or None without rules."""
+    """The hard constraints as one lane message, or None without rules."""
     if not rules:
         return None
     body = "\n".join(f"- {r}" for r in rules)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from voice_agent.core.call_state import CallState
@@ -214,6 +214,20 @@ class ReferenceIndex:
         return self.word_turns[word] <= max(3, RARE_SHARE * turns)
 
 
+@dataclass(frozen=True)
+class ShownSizes:
+    """What a policy's requests show beyond the raw turns, in tokens, for the priced ``reference`` trigger.
+
+    Attributes:
+        summary: The summary lane as the requests show it (a budget may show less than the summary holds).
+        knowledge: Turn -> the knowledge pinned after that turn's caller words; a pass takes all of it out but the
+            current turn's.
+    """
+
+    summary: int
+    knowledge: Mapping[int, int] = field(default_factory=dict)
+
+
 class CompactionTrigger:
     """Decides, per call, which pass runs at the start of a turn, for the policy's trigger.
 
@@ -235,6 +249,9 @@ class CompactionTrigger:
         self.decisions: list[TriggerDecision] = []
         self.carried = 0.0
         """``cache_price``: what carrying the foldable turns has cost since the last pass, in uncached tokens."""
+        self.shown: Callable[[CallState], ShownSizes] | None = None
+        """``cache_price``: what the policy's requests show beyond the raw turns (None: the whole summary, no
+        knowledge), so the price of a pass is reckoned on what the requests carry."""
 
     def _pays(self, state: CallState, folds: Sequence[int]) -> bool:
         """Whether a pass folding ``folds`` pays for the cache it breaks (always, without ``cache_price``).
@@ -249,9 +266,12 @@ class CompactionTrigger:
             return True
         folded = set(folds)
         entries = state.raw_entries()
+        shown = self.shown(state) if self.shown is not None else ShownSizes(estimate_tokens(state.summary.render()))
+        # A pass takes out the turns it folds and the knowledge pinned before the current turn (the assembler's
+        # rule); the summary as shown and the turns it keeps are sent again after it.
         leaving = sum(estimate_tokens(e.render()) for e in entries if e.turn in folded)
-        staying = sum(estimate_tokens(e.render()) for e in entries if e.turn not in folded)
-        staying += estimate_tokens(state.summary.render())
+        leaving += sum(tokens for turn, tokens in shown.knowledge.items() if turn < state.turn)
+        staying = sum(estimate_tokens(e.render()) for e in entries if e.turn not in folded) + shown.summary
         self.carried += price * leaving
         return self.carried >= (1.0 - price) * staying
 

@@ -32,6 +32,8 @@ class LanesPolicy:
     ) -> None:
         self.assembler = ContextAssembler(assembler_config)
         self.compactor = Compactor(summarizer)
+        # A priced pass is reckoned on what the requests carry: the summary as shown, the knowledge pinned.
+        self.compactor.trigger.shown = self.assembler.shown_sizes
         self.date_guard = date_guard
         # The caller's limits so far, kept up with the guard's list of caller constraints (read from where it
         # was left; started over when the guard starts a new list or the day of the call differs).

@@ -9,10 +9,13 @@ will read it, without touching the core:
   ``developer`` role (llama-cpp-python's answers HTTP 500); or ``llm.lane_role`` when set;
 - OpenAI-compatible services get ``""`` for the ``None`` content of a tool-call message (OpenAI's schema
   allows a string there; llama-cpp-python's server rejects ``null``);
-- Anthropic gets one ``cache_control`` breakpoint on the last message of the stable prefix
-  (``AssembledContext.stable_count``): one breakpoint caches tools, system prompt and that prefix, and the
-  next request reads it back. pipecat's own ``enable_prompt_caching`` marks the last two user messages
-  instead, which are in the volatile tail here; the breakpoint is set only while that option is off.
+- Anthropic gets a ``cache_control`` breakpoint on the last message of the stable prefix
+  (``AssembledContext.stable_count``): it caches tools, system prompt and that prefix, and the next request
+  reads it back; and one on the last message of the part no pass changes (``AssembledContext.fixed_count``:
+  the hard constraints), so the request after a pass reads tools, system prompt and constraints back instead
+  of writing them again. pipecat's own ``enable_prompt_caching`` marks the system prompt and the last two user
+  messages instead, which are in the volatile tail here; these breakpoints are set only while that option is
+  off.
 
 OpenAI's ``prompt_cache_key`` is a request parameter, not a message: :func:`openai_cache_key_extra`.
 """
@@ -67,7 +70,8 @@ class MessageDialect:
     Attributes:
         lane_role: The role the lane messages (role ``developer`` in the lanes) are sent with.
         tool_call_content: The content of an assistant tool-call message that has none (None: left as is).
-        cache_breakpoint: Mark the end of the stable prefix with an Anthropic ``cache_control`` breakpoint.
+        cache_breakpoint: Mark the end of the stable prefix, and of the part of it no pass changes, with Anthropic
+            ``cache_control`` breakpoints.
     """
 
     lane_role: str = LANE_ROLE
@@ -78,19 +82,22 @@ class MessageDialect:
         if self.lane_role not in LANE_ROLES:
             raise ValueError(f"lane_role must be one of {', '.join(LANE_ROLES)}, not {self.lane_role!r}")
 
-    def apply(self, messages: list[Any], stable: int) -> list[Any]:
+    def apply(self, messages: list[Any], stable: int, fixed: int = 0) -> list[Any]:
         """``messages`` as this provider wants them; the given dicts are never changed (copies replace them).
 
         Args:
             messages: The request's messages, OpenAI format (pipecat's ``LLMSpecificMessage`` pass as they are).
             stable: How many leading messages form the stable prefix (0: none).
+            fixed: How many leading messages stay the same on every request, passes included (0: none).
 
         Returns:
             A new list, as long as ``messages``.
         """
         out = [self._message(m) for m in messages]
         if self.cache_breakpoint:
-            _mark_prefix_end(out, min(stable, len(out)))
+            marked = _mark_prefix_end(out, min(stable, len(out)))
+            if 0 < fixed <= marked:  # the stable prefix's breakpoint lies past the part no pass changes
+                _mark_prefix_end(out, fixed)
         return out
 
     def _message(self, message: Any) -> Any:
@@ -104,8 +111,9 @@ class MessageDialect:
         return message
 
 
-def _mark_prefix_end(messages: list[Any], stable: int) -> None:
-    """Puts the breakpoint on the last message of ``messages[:stable]`` that can carry one.
+def _mark_prefix_end(messages: list[Any], stable: int) -> int:
+    """Puts the breakpoint on the last message of ``messages[:stable]`` that can carry one; returns its index (-1:
+    none could).
 
     A text message gets it on its last content block, which pipecat's Anthropic adapter keeps (unknown keys
     of a block pass through, and merging same-role neighbours only concatenates blocks). A tool result goes
@@ -117,7 +125,8 @@ def _mark_prefix_end(messages: list[Any], stable: int) -> None:
         marked = _with_breakpoint(messages[index])
         if marked is not None:
             messages[index] = marked
-            return
+            return index
+    return -1
 
 
 def _with_breakpoint(message: Any) -> Any | None:

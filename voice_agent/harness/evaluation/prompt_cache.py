@@ -44,19 +44,28 @@ class Request:
     breakpoints: list[int]
 
 
-def request_of(tools: Any, system: str, messages: Sequence[dict[str, Any]], stable: int | None) -> Request:
-    """The request as text in the order the provider reads it; Anthropic breakpoints as character offsets."""
+def request_of(
+    tools: Any, system: str, messages: Sequence[dict[str, Any]], stable: int | None, fixed: int = 0
+) -> Request:
+    """The request as text in the order the provider reads it; Anthropic breakpoints as character offsets.
+
+    ``stable`` (ours): the end of the stable prefix, and the end of the first ``fixed`` messages (the part no pass
+    changes) when it lies before. None: pipecat's own option (``enable_prompt_caching``), the end of the system
+    prompt and the last two user messages.
+    """
     head = json.dumps(tools, sort_keys=True) + "\n" + system + "\n"
     parts = [json.dumps(m, sort_keys=True) + "\n" for m in messages]
     ends, at = [], len(head)
     for part in parts:
         at += len(part)
         ends.append(at)
-    if stable is not None:  # ours: the end of the stable prefix
+    if stable is not None:  # ours
         breakpoints = [ends[stable - 1]] if 0 < stable <= len(ends) else [len(head)]
-    else:  # pipecat's option: the last two user messages
+        if 0 < fixed < stable <= len(ends):
+            breakpoints.insert(0, ends[fixed - 1])
+    else:  # pipecat's option
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"][-2:]
-        breakpoints = [ends[i] for i in users]
+        breakpoints = [len(head)] + [ends[i] for i in users]
     return Request(head + "".join(parts), breakpoints)
 
 
