@@ -24,9 +24,9 @@ from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy, PipecatSummaryLimits
-from voice_agent.services.factory import make_llm, make_summarizer, summarizer_choice
+from voice_agent.services.factory import make_llm, make_local_summarizer, make_summarizer, summarizer_choice
 from voice_agent.session import CallSession, SessionConfig
-from voice_agent.settings import Settings, SettingsError
+from voice_agent.settings import Settings, SettingsError, with_overrides
 from voice_agent.store.base import CallStore
 
 DomainFactory = Callable[[], Domain]
@@ -150,8 +150,9 @@ def build_session(
         call_id: Names the call.
         domain: The call's domain.
         summarizer: The summarizer; default: the one ``settings.summarizer`` names (built with ``llm``).
-        llm: For an ``llm`` summarizer or ``dates.reader``: the conversation LLM.
+        llm: For an ``llm`` summarizer, ``dates.reader`` or ``caller_spans.extractor``: the conversation LLM.
     """
+    from voice_agent.services.caller_spans import extractor_choice, make_caller_span_extractor
     from voice_agent.services.date_reader import make_date_reader
     from voice_agent.summarizers.local import LocalSummarizer
 
@@ -163,12 +164,21 @@ def build_session(
         # A slow summarizer (local: 15-35 s a pass) runs off the turn unless the settings say otherwise;
         # a summarizer put in by the caller (a simulation's instrument) runs inline unless they say so.
         config = replace(config, summary_in_background=summarizer_choice(settings).background)
-    reader = make_date_reader(settings, llm, summarizer if isinstance(summarizer, LocalSummarizer) else None)
+    local = summarizer if isinstance(summarizer, LocalSummarizer) else None
+    if local is None and settings.dates.reader == "local" and extractor_choice(settings) == "local":
+        # One local model for both readers (each would otherwise load its own), its queue limit no shorter
+        # than either reading's.
+        timeout = max(settings.summarizer.local_timeout_secs, settings.dates.reader_timeout_secs,
+                      settings.caller_spans.timeout_secs)
+        local = make_local_summarizer(with_overrides(settings, summarizer={"local_timeout_secs": timeout}))
+    reader = make_date_reader(settings, llm, local)
+    spans = make_caller_span_extractor(settings, domain.tools, llm, local)
     if config.policy is PolicyName.PIPECAT:
         summary_llm = pipecat_summary_llm(summarizer) if config.pipecat.summarize and summarizer else None
         policy = PipecatBuiltinPolicy(config.pipecat, summary_llm)
-        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy, date_reader=reader)
-    return CallSession(domain, config, summarizer, call_id=call_id, date_reader=reader)
+        return CallSession(domain, config, summarizer, call_id=call_id, policy=policy, date_reader=reader,
+                           caller_spans=spans)
+    return CallSession(domain, config, summarizer, call_id=call_id, date_reader=reader, caller_spans=spans)
 
 
 def build_call(

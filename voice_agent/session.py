@@ -16,6 +16,7 @@ from loguru import logger
 
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message
 from voice_agent.core.call_state import CallState
+from voice_agent.core.caller_spans import CallerSpanExtraction, CallerSpanExtractor
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
@@ -116,6 +117,9 @@ class CallSession:
         summarizer: Serves the ``lanes`` and ``rolling`` policies (not used by ``window``).
         call_id: Names the call in logs and spans.
         policy: A ready policy, instead of one built from ``config`` and ``summarizer``.
+        date_reader: The date contract's model reader, if any.
+        caller_spans: The caller-span extractor, if any: it reads the caller's new words off the turn and its
+            quote-checked spans fill slots when the next turn opens.
 
     Raises:
         ValueError: When the policy needs a summarizer and none is given.
@@ -129,6 +133,7 @@ class CallSession:
         call_id: str = "call",
         policy: Policy | None = None,
         date_reader: DateReader | None = None,
+        caller_spans: CallerSpanExtractor | None = None,
     ) -> None:
         self.domain = domain
         self.date_reader = date_reader
@@ -174,6 +179,8 @@ class CallSession:
         self._id_roles = domain.id_roles
         # Identifiers in caller words read at an interim transcript, by the words (the shapes are the call's).
         self.identifiers_ahead: ReadAhead[str, list[tuple[str, IdShape]]] = ReadAhead()
+        self.caller_spans = (CallerSpanExtraction(caller_spans, self.state, call_id)
+                             if caller_spans is not None else None)
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         if self.config.policy is PolicyName.WINDOW:
@@ -195,6 +202,7 @@ class CallSession:
             "trigger": self.config.trigger.value,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
             "summary_in_background": self.config.summary_in_background,
+            "caller_spans": self.caller_spans.extractor.name if self.caller_spans is not None else None,
             "ledger_capacity": self.config.ledger_capacity,
             "reference_date": self.config.reference_date.isoformat(),
             "output_guard": {"max_credit": guard.max_credit, "late_max_credit": guard.late_max_credit,
@@ -221,9 +229,14 @@ class CallSession:
             text = text[:MAX_UTTERANCE_CHARS]
         turn = self.state.start_turn(text)
         self._ledger_caller_identifiers(turn, text)
+        if self.caller_spans is not None:
+            # What the extractor found in earlier turns is this turn's context; these words it reads off the turn.
+            self.caller_spans.land()
         for hook in self.turn_opened_hooks:
             # Before the answer: a served call saves the caller's line here, so a crash mid-answer keeps it.
             await hook(turn)
+        if self.caller_spans is not None:
+            self.caller_spans.start()
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
@@ -241,6 +254,11 @@ class CallSession:
     async def settle_summaries(self) -> None:
         """Waits for every background summary pass to land (a no-op inline)."""
         await self.background_passes.drain()
+
+    async def settle_caller_spans(self) -> None:
+        """Waits for the caller-span reading in flight (a no-op without an extractor); it lands at the next turn."""
+        if self.caller_spans is not None:
+            await self.caller_spans.settle()
 
     def _ledger_caller_identifiers(self, turn: int, text: str) -> None:
         """Identifiers the caller just said enter the ledger, unverified, with the words they came in.
@@ -543,9 +561,11 @@ class CallSession:
     def close(self) -> None:
         """Ends the call: any tool call still without a result is recorded as cancelled.
 
-        A summary pass still running in the background is cancelled: nobody will read its summary.
+        A summary pass or a caller-span reading still running in the background is cancelled: nobody will read it.
         """
         self.background_passes.cancel()
+        if self.caller_spans is not None:
+            self.caller_spans.cancel()
         for entry in self.state.transcript.pending_tool_calls():
             self.cancel_tool(entry.tool_name or "", entry.tool_call_id or "")
 
