@@ -221,7 +221,9 @@ class CallerSpanExtractor:
 
     async def read(self, transcript: TranscriptLane, after: int) -> SpanReading:
         """Reads the caller's turns after ``after``; never raises for a model fault."""
-        text, last = render_turns(transcript.entries, after)
+        # Only the turns it reads (and the agent's line that ends the turn before): a long call's history is not
+        # walked again at every turn.
+        text, last = render_turns(transcript.in_turns(max(after, 1), transcript.last_turn), after)
         first = after + 1
         if not text:
             return SpanReading(ReadingStatus.OK, first, last)
