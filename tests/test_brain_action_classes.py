@@ -29,6 +29,8 @@ NOT_OBJECTIONS = [
     "I'm not happy with how long I waited on hold.",           # no charge named
     "It says I was billed twice, is that normal?",             # a question, no refusal
     "I'm not paying by card any more, I've switched to direct debit.",
+    "I'm not having much luck with the app, and it still shows the charge twice.",
+    "I can't pay online, the page is broken.",
     "Was the duplicate charge on the September bill too?",
 ]
 

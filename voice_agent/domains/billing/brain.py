@@ -119,9 +119,11 @@ _RECORD_AS = re.compile(
 # Refusing a charge without the word "dispute" ("I'm not paying for the second one", "I won't accept that", "it
 # shouldn't be on my bill", "not happy to leave it standing"): a dispute, when the words also name its category.
 _OBJECTION = re.compile(
-    r"\b(?:not|never)\s(?:\w+\s)?(?:happy|okay|ok|having|accepting|paying|standing\sfor|putting\sup\swith)\b"
-    r"|\b(?:won't|wont|will\snot|refuse\sto|shouldn't\shave\sto|should\snot\shave\sto|don't|do\snot|can't|cannot)\s"
-    r"(?:be\s)?(?:pay|paying|accept|stand\sfor|put\sup\swith|agree\sto)\b"
+    r"\b(?:not|never)\s(?:\w+\s)?(?:happy|okay|ok|willing|prepared)\s(?:to|with|about)\s(?:\w+\s)?"
+    r"(?:pay\w*|leav\w*|keep\w*|accept\w*|it|that|this|them|being)\b"
+    r"|\b(?:not|never|won't|wont|will\snot|refuse\sto|shouldn't\shave\sto|should\snot\shave\sto|don't|do\snot"
+    r"|can't|cannot)\s(?:\w+\s)?(?:be\s)?(?:pay|paying|accept|accepting|having|stand\sfor|standing\sfor|put\sup\swith"
+    r"|putting\sup\swith|agree\sto)\s(?:for\b|twice\b|it\b|that\b|this\b|them\b|the\b|a\b|an\b|being\b)"
     r"|\b(?:shouldn't|should\snot|oughtn't)\s(?:be|have\sbeen)\s(?:there|on\s(?:it|my|the|there)|charged|billed)\b"
 )
 _LIST = re.compile(
