@@ -13,6 +13,10 @@ pytest_plugins = ["tests.fakes.openai_server"]
 # they are collected, before any fixture runs.
 DETERMINISTIC_SUMMARIZER = ("VOICE_AGENT_SUMMARIZER__KIND", "extractive")
 os.environ[DETERMINISTIC_SUMMARIZER[0]] = DETERMINISTIC_SUMMARIZER[1]
+# With a hosted LLM the caller-span extractor is on by default: one more request per caller turn, which tests of
+# the conversation LLM (scripted replies in order, request counts) must not see. Its own tests delete it.
+NO_CALLER_SPANS = ("VOICE_AGENT_CALLER_SPANS__EXTRACTOR", "off")
+os.environ[NO_CALLER_SPANS[0]] = NO_CALLER_SPANS[1]
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +36,12 @@ def deterministic_summarizer(clean_env: None, monkeypatch: pytest.MonkeyPatch) -
     Tests of the local summarizer delete the variable.
     """
     monkeypatch.setenv(*DETERMINISTIC_SUMMARIZER)
+
+
+@pytest.fixture(autouse=True)
+def no_caller_spans(clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls on a hosted LLM run without the caller-span extractor; its tests delete the variable."""
+    monkeypatch.setenv(*NO_CALLER_SPANS)
 
 
 @pytest.fixture(scope="session")

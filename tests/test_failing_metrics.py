@@ -69,6 +69,16 @@ async def play(
     return session, recorder
 
 
+def test_a_call_the_tool_cap_stopped_is_not_counted_as_done() -> None:
+    recorder = CallRecorder(CallSession(TOY, Settings(call=CallConfig(reference_date=TODAY)), ExtractiveSummarizer()))
+    arguments = {"account_id": "ACC-1000-01", "date": "2026-12-16"}
+    recorder.tool_result("schedule_callback", "c1", arguments,
+                         {"status": "stopped", "reason": "Stopped: refused 2 times in this turn."})
+    assert recorder.done == []  # it never ran: the callback is not booked
+    recorder.tool_result("schedule_callback", "c2", arguments, {"status": "scheduled", "date": "2026-12-16"})
+    assert recorder.done == [("schedule_callback", arguments)]
+
+
 LOOKUP = FakeReply(tool_calls=(FakeToolCall("lookup_account", {"account_id": "ACC-1000-01"}),))
 FOUND = FakeReply(text="Found it.")
 FROM_NOWHERE = FakeReply(text="One moment.", tool_calls=(FakeToolCall("issue_credit", {"account_id": "ACC-1000-02"}),))

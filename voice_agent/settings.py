@@ -287,6 +287,24 @@ class DatesConfig(_Section):
     holding_line: str = "One moment while I check the dates you gave me."
 
 
+class CallerSpansConfig(_Section):
+    """The caller-span extractor: a model proposes slot values as exact quotes of the caller, the quote guard
+    checks them (:mod:`voice_agent.core.caller_spans`).
+
+    Attributes:
+        extractor: ``llm`` (the conversation LLM, JSON by schema, one small request per caller turn, off the
+            turn), ``local`` (the packaged local model, from the ``local-summarizer`` extra) or ``off``. Unset:
+            ``llm`` when ``llm.provider`` is a hosted model, ``off`` with the offline reference agent (which
+            cannot read; the offline call stays deterministic).
+        timeout_secs: Longest one reading may take; past it the reading changes nothing (a counted log line).
+        max_tokens: Output token budget of one reading.
+    """
+
+    extractor: Literal["llm", "local", "off"] | None = None
+    timeout_secs: float = Field(default=10.0, gt=0.0)
+    max_tokens: int = Field(default=512, ge=64)
+
+
 class StoreConfig(_Section):
     """The call store: where a served call's state is written after every turn, so another worker can resume it.
 
@@ -383,6 +401,7 @@ class Settings(BaseSettings):
     call: CallConfig = Field(default_factory=CallConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     dates: DatesConfig = Field(default_factory=DatesConfig)
+    caller_spans: CallerSpansConfig = Field(default_factory=CallerSpansConfig)
     transfer: TransferConfig = Field(default_factory=TransferConfig)
 
     @classmethod

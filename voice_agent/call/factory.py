@@ -23,8 +23,14 @@ from voice_agent.domains.base import Domain
 from voice_agent.policies import PolicyName
 from voice_agent.policies.base import PolicySummarizer, ServesPipecat
 from voice_agent.policies.pipecat_builtin import PipecatBuiltinPolicy
-from voice_agent.services.factory import make_llm, make_summarizer, passes_in_background, summarizer_choice
-from voice_agent.settings import Settings, SettingsError
+from voice_agent.services.factory import (
+    make_llm,
+    make_local_summarizer,
+    make_summarizer,
+    passes_in_background,
+    summarizer_choice,
+)
+from voice_agent.settings import Settings, SettingsError, with_overrides
 from voice_agent.store.base import CallStore
 
 DomainFactory = Callable[[], Domain]
@@ -100,8 +106,9 @@ def build_session(
         call_id: Names the call.
         domain: The call's domain.
         summarizer: The summarizer; default: the one ``settings.summarizer`` names (built with ``llm``).
-        llm: For an ``llm`` summarizer or ``dates.reader``: the conversation LLM.
+        llm: For an ``llm`` summarizer, ``dates.reader`` or ``caller_spans.extractor``: the conversation LLM.
     """
+    from voice_agent.services.caller_spans import extractor_choice, make_caller_span_extractor
     from voice_agent.services.date_reader import make_date_reader
     from voice_agent.summarizers.local import LocalSummarizer
 
@@ -112,12 +119,21 @@ def build_session(
     if summarizer is None and needs_summarizer:
         summarizer = make_summarizer(settings, llm)
         background = summarizer_choice(settings).background
-    reader = make_date_reader(settings, llm, summarizer if isinstance(summarizer, LocalSummarizer) else None)
+    local = summarizer if isinstance(summarizer, LocalSummarizer) else None
+    if local is None and settings.dates.reader == "local" and extractor_choice(settings) == "local":
+        # One local model for both readers (each would otherwise load its own), its queue limit no shorter
+        # than either reading's.
+        timeout = max(settings.summarizer.local_timeout_secs, settings.dates.reader_timeout_secs,
+                      settings.caller_spans.timeout_secs)
+        local = make_local_summarizer(with_overrides(settings, summarizer={"local_timeout_secs": timeout}))
+    reader = make_date_reader(settings, llm, local)
+    spans = make_caller_span_extractor(settings, domain.tools, llm, local)
     if policy is PolicyName.PIPECAT:
         summary_llm = pipecat_summary_llm(summarizer) if pipecat.summarize and summarizer else None
         return CallSession(domain, settings, summarizer, call_id=call_id, date_reader=reader,
-                           policy=PipecatBuiltinPolicy(pipecat, summary_llm), summary_in_background=background)
-    return CallSession(domain, settings, summarizer, call_id=call_id, date_reader=reader,
+                           policy=PipecatBuiltinPolicy(pipecat, summary_llm), caller_spans=spans,
+                           summary_in_background=background)
+    return CallSession(domain, settings, summarizer, call_id=call_id, date_reader=reader, caller_spans=spans,
                        summary_in_background=background)
 
 

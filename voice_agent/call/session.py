@@ -16,6 +16,7 @@ from loguru import logger
 
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message
 from voice_agent.core.call_state import CallState
+from voice_agent.core.caller_spans import CallerSpanExtraction, CallerSpanExtractor
 from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
@@ -86,6 +87,8 @@ class CallSession:
             driver waits for its summary before the caller's next line (so both mechanisms are measured with their
             summary in place). :func:`voice_agent.call.factory.build_session` decides it from
             ``summarizer.background``.
+        caller_spans: The caller-span extractor (``caller_spans``), if any: it reads the caller's new words off the
+            turn and its quote-checked spans fill slots when the next turn opens.
 
     Raises:
         ValueError: When the policy needs a summarizer and none is given.
@@ -99,6 +102,7 @@ class CallSession:
         call_id: str = "call",
         policy: Policy | None = None,
         date_reader: DateReader | None = None,
+        caller_spans: CallerSpanExtractor | None = None,
         *,
         summary_in_background: bool = False,
     ) -> None:
@@ -150,6 +154,8 @@ class CallSession:
         self._id_roles = domain.id_roles
         # Identifiers in caller words read at an interim transcript, by the words (the shapes are the call's).
         self.identifiers_ahead: ReadAhead[str, list[tuple[str, IdShape]]] = ReadAhead()
+        self.caller_spans = (CallerSpanExtraction(caller_spans, self.state, call_id)
+                             if caller_spans is not None else None)
 
     def _build_policy(self, summarizer: PolicySummarizer | None) -> Policy:
         name = PolicyName(self.settings.policy.name)
@@ -172,6 +178,7 @@ class CallSession:
             "trigger": chosen.trigger,
             "summarizer": type(self.summarizer).__name__ if self.summarizer is not None else None,
             "summary_in_background": self.summary_in_background,
+            "caller_spans": self.caller_spans.extractor.name if self.caller_spans is not None else None,
             "ledger_capacity": self.settings.call.ledger_capacity,
             "reference_date": self.reference_date.isoformat(),
             "output_guard": {"max_credit": guard.max_credit, "late_max_credit": guard.late_max_credit,
@@ -201,9 +208,14 @@ class CallSession:
             text = text[:MAX_UTTERANCE_CHARS]
         turn = self.state.start_turn(text)
         self._ledger_caller_identifiers(turn, text)
+        if self.caller_spans is not None:
+            # What the extractor found in earlier turns is this turn's context; these words it reads off the turn.
+            self.caller_spans.land()
         for hook in self.turn_opened_hooks:
             # Before the answer: a served call saves the caller's line here, so a crash mid-answer keeps it.
             await hook(turn)
+        if self.caller_spans is not None:
+            self.caller_spans.start()
         if self.pending_retrieval:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
@@ -221,6 +233,11 @@ class CallSession:
     async def settle_summaries(self) -> None:
         """Waits for every background summary pass to land (a no-op inline)."""
         await self.background_passes.drain()
+
+    async def settle_caller_spans(self) -> None:
+        """Waits for the caller-span reading in flight (a no-op without an extractor); it lands at the next turn."""
+        if self.caller_spans is not None:
+            await self.caller_spans.settle()
 
     def _ledger_caller_identifiers(self, turn: int, text: str) -> None:
         """Identifiers the caller just said enter the ledger, unverified, with the words they came in.
@@ -523,9 +540,11 @@ class CallSession:
     def close(self) -> None:
         """Ends the call: any tool call still without a result is recorded as cancelled.
 
-        A summary pass still running in the background is cancelled: nobody will read its summary.
+        A summary pass or a caller-span reading still running in the background is cancelled: nobody will read it.
         """
         self.background_passes.cancel()
+        if self.caller_spans is not None:
+            self.caller_spans.cancel()
         for entry in self.state.transcript.pending_tool_calls():
             self.cancel_tool(entry.tool_name or "", entry.tool_call_id or "")
 

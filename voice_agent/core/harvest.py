@@ -1,8 +1,9 @@
-"""The tool layer's harvest API: the only writer of slots and the ledger."""
+"""The harvest API: the only writer of slots and the ledger (from structured tool results and quote-checked
+caller spans)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,3 +111,28 @@ def harvest_result(
                 except SlotError as exc:
                     errors.append(str(exc))
     return Harvested(tuple(recorded), tuple(written), tuple(errors))
+
+
+def harvest_caller_spans(
+    spans: Sequence[tuple[str, CallerSpan]], slots: SlotLane[Any], source: str
+) -> Harvested:
+    """Writes quote-checked caller spans into their slots, each with its caller span as provenance.
+
+    What the caller-span extractor found (:mod:`voice_agent.core.caller_spans`): every span's quote was
+    found in the caller's words by the quote guard before it reaches here, as for ``update_case``'s
+    ``caller_quote`` arguments.
+
+    Args:
+        spans: (slot, caller span) pairs.
+        slots: The call's slot lane.
+        source: Names the writer in the slot's ``source`` (``caller_spans.llm``).
+    """
+    written: list[str] = []
+    errors: list[str] = []
+    for slot, span in spans:
+        try:
+            slots.apply_harvest(slot, span.quote, span.turn, source, span)
+            written.append(slot)
+        except SlotError as exc:
+            errors.append(str(exc))
+    return Harvested((), tuple(written), tuple(errors))

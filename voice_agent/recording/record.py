@@ -249,11 +249,13 @@ class CallRecorder:
         self._results_seen.add(tool_call_id)
         record = self.current
         refused = isinstance(result, Mapping) and result.get("status") == "rejected" and "guard" in result
+        # A call the turn's tool cap stopped never reached the tool: neither executed nor done.
+        stopped = isinstance(result, Mapping) and result.get("status") == "stopped"
         if record is not None and refused:
             # What the model was told, as the frame carries it: the call's own guard log is not needed.
             verdict = str(result.get("verdict"))
             record.rejections.append({"tool": name, "guard": str(result["guard"]), "verdict": verdict})
-        if record is not None and not refused:
+        if record is not None and not refused and not stopped:
             record.executed.append(name)
             record.rejected_offers.extend(self._booked_rejected(record.turn, arguments))
             tool = self.session.domain.tool(name)
@@ -264,7 +266,7 @@ class CallRecorder:
         if not refused:
             self._tool_values.update(canonical(v) for v in _leaves(result))
             failed = not isinstance(result, Mapping) or "error" in result or result.get("status") in (
-                "rejected", "error", "confirm")
+                "rejected", "error", "confirm", "stopped")
             if not failed:
                 self.done.append((name, dict(arguments)))
 

@@ -32,12 +32,13 @@ def llm_completer(llm: LLMService[Any], max_tokens: int) -> JsonCompleter:
     return complete
 
 
-def local_completer(model: LocalSummarizer, max_tokens: int) -> JsonCompleter:
-    """A completion by the local llama.cpp model, constrained to the schema by its JSON grammar."""
+def local_completer(model: LocalSummarizer, max_tokens: int, kind: str = "dates") -> JsonCompleter:
+    """A completion by the local llama.cpp model, constrained to the schema by its JSON grammar (counted in the
+    model's passes as ``kind``)."""
 
     async def complete(instructions: str, user_text: str, schema: dict[str, Any]) -> str:
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": user_text}]
-        return await model.generate_json("dates", messages, schema, max_tokens)
+        return await model.generate_json(kind, messages, schema, max_tokens)
 
     return complete
 

@@ -218,6 +218,7 @@ class _Expr:
     explicit_range: bool = False  # "3 to 9 December": already a range
     redo: Callable[[date], date | None] | None = None  # re-resolve on/after a floor (range ends)
     mode: str = "on"
+    anaphor: bool = False  # "then" / "that day" after "until": the day named last before it
 
 
 @dataclass(frozen=True)
@@ -766,6 +767,28 @@ def _pair_ranges(norm: Normalised, exprs: list[_Expr], clause_of: Callable[[int]
     return out
 
 
+_UNTIL_THEN = re.compile(
+    r"\b(?:until|till|til|through|thru|up\sto|up\suntil|up\still)\s(?P<a>then|that\sday|that\sdate)\b")
+"""An absence that runs "until then": the end is the day named last before it ("not before the 14th, I'm away
+until then")."""
+
+
+def _anaphors(norm: Normalised, exprs: list[_Expr], reference: date) -> list[_Expr]:
+    """``exprs`` with each "until then" / "till that day" read as the day (or span) named last before it, when that
+    day is still to come (an absence cannot end on a day gone by)."""
+    added: list[_Expr] = []
+    for m in _UNTIL_THEN.finditer(norm.text):
+        start, end = m.start("a"), m.end("a")
+        before = [e for e in exprs if e.end <= start and e.shape in ("day", "span", "weekday")]
+        if before and before[-1].hi < reference:
+            continue
+        if not before or any(e.start < end and start < e.end for e in exprs):
+            continue
+        named = before[-1]
+        added.append(_Expr(start, end, named.lo, named.hi, "day" if named.lo == named.hi else "span", anaphor=True))
+    return sorted([*exprs, *added], key=lambda e: e.start) if added else exprs
+
+
 @lru_cache(maxsize=8192)
 def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
     if not _HINT.found(text):
@@ -778,7 +801,7 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
 
     past = frozenset(i for i in range(len(clauses) + 1) if _PAST.search(norm.text[slice(*_segment(norm, clauses, i))]))
     ctx = _Context(norm, reference, clause_of, past)
-    exprs = _pair_ranges(norm, _find_expressions(ctx), clause_of)
+    exprs = _anaphors(norm, _pair_ranges(norm, _find_expressions(ctx), clause_of), reference)
     if len(exprs) > MAX_EXPRESSIONS:
         # A recogniser looping on "the 9th the 9th ..." would cost seconds on the event loop that every call of the
         # worker shares: the first and the last dates are read (no caller names this many in one breath).
@@ -840,6 +863,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         if reading.subject is DateSubject.TRIP and mode == "exclude":
             mode = "on"  # "I'm travelling to Rome on the 3rd": where they will be, not a day ruled out
         spans = _constraints(e, mode)
+        if e.anaphor and mode != "until_blocked":
+            spans = []  # only an absence "until then" is read ("I'll have the van until then" says nothing new)
         if mode in ("until_blocked", "after_strict") and prev is not None and prev.mode == "on" and (
                 prev.lo <= e.hi and _index_of(sentences, prev.start) == s_index):
             # "starts about the 14th and from then I'm flat out till Christmas", "I go on the 23rd and I'm there

@@ -610,8 +610,11 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
     a span they cannot be reached in. "then" and "that week" point at days the clause does not name: never read.
     """
     n = signals.norm(clause)
-    if not found or (signals.ANAPHORA.search(n) and len({(c.start, c.end) for c in found}) != 1):
-        return False  # "then" / "that week" point at a day this clause does not name (one it names: that one)
+    named = {day for c in found for day in (c.start, c.end) if day is not None}
+    if not found or (signals.ANAPHORA.search(n) and len({(c.start, c.end) for c in found}) != 1 and len(named) != 1):
+        # "then" / "that week" point at a day this clause does not name (one it names: that one, however many
+        # limits it sets on it: "not before the 14th, I'm away until then")
+        return False
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))

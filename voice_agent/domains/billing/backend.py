@@ -317,6 +317,8 @@ class BillingBackend:
         }
         if order_id is not None:
             credit["order_id"] = order_id
+        # What was credited, as one line the call keeps (a slot): the agent must know what it already did.
+        credit["credited_item"] = " ".join(p for p in (inv["invoice_id"], order_id, f"{amount:.2f}") if p)
         if resolved is not None:
             resolved["status"] = "resolved"
             credit["resolves_dispute"] = resolved["dispute_id"]

@@ -116,6 +116,16 @@ _RECORD_AS = re.compile(
     r"\b(?:log|record|report|flag|mark|register|put)(?:s|ed|ing)? (?:it|that|this|them|one) (?:down )?as\b"
     r"|\bon record as\b"
 )
+# Refusing a charge without the word "dispute" ("I'm not paying for the second one", "I won't accept that", "it
+# shouldn't be on my bill", "not happy to leave it standing"): a dispute, when the words also name its category.
+_OBJECTION = re.compile(
+    r"\b(?:not|never)\s(?:\w+\s)?(?:happy|okay|ok|willing|prepared)\s(?:to|with|about)\s(?:\w+\s)?"
+    r"(?:pay\w*|leav\w*|keep\w*|accept\w*|it|that|this|them|being)\b"
+    r"|\b(?:not|never|won't|wont|will\snot|refuse\sto|shouldn't\shave\sto|should\snot\shave\sto|don't|do\snot"
+    r"|can't|cannot)\s(?:\w+\s)?(?:be\s)?(?:pay|paying|accept|accepting|having|stand\sfor|standing\sfor|put\sup\swith"
+    r"|putting\sup\swith|agree\sto)\s(?:for\b|twice\b|it\b|that\b|this\b|them\b|the\b|a\b|an\b|being\b)"
+    r"|\b(?:shouldn't|should\snot|oughtn't)\s(?:be|have\sbeen)\s(?:there|on\s(?:it|my|the|there)|charged|billed)\b"
+)
 _LIST = re.compile(
     r"(?:\b(?:pull|bring|look|call) up\b|\b(?:can|could|would) you\b.{0,20}\b(?:check|list|find|get|see)\b|\blist\b)"
     r".{0,30}\b(?:invoices|bills|statements)\b",
@@ -199,6 +209,13 @@ _CONFIRM = {
         "so you won't need to repeat yourself."
     ),
 }
+# An action asked for again that this call already took (the lanes keep what was done).
+_ALREADY = {
+    "open_dispute": "That charge is already under dispute; you'll get the reference by email.",
+    "issue_credit": "That credit has already been applied to your account.",
+}
+_OFFERS_DISPUTE = re.compile(r"\bopen a dispute for (?:it|that|them)\?")
+"""The agent's own offer ("Would you like me to open a dispute for it?"): a yes to it asks for the dispute."""
 # A transfer that did not happen (no transfer target, or the provider failed): the caller hears the truth and
 # is offered a callback, which the next turn books (schedule_callback asks for the day).
 _NO_TRANSFER = ("I'm sorry, I can't put you through to a colleague right now. I can have a billing specialist "
@@ -274,6 +291,15 @@ def _matching_sentences(text: str, pattern: re.Pattern[str]) -> str:
     lo -= fragment(lo - 1)
     hi += fragment(hi + 1)
     return body[spans[lo][0]:spans[hi][1]]
+
+
+def _holds(items: Sequence[str], invoice: str, order_id: str | None) -> bool:
+    """Whether one of ``items`` (a disputed or credited line) is about ``invoice`` and the same order, or no order."""
+    for item in items:
+        orders = _order_ids(item)
+        if invoice in _invoice_ids(item) and (order_id in orders if order_id else not orders):
+            return True
+    return False
 
 
 def _category(text: str) -> str | None:
@@ -473,15 +499,26 @@ class BillingReferenceBrain:
             if _status(result) == "error":
                 return self._after_error(result)
         plan = self._plan(ctx, available)
-        fresh = tuple(c for c in plan.tool_calls if not self._done(ctx, c))
+        # A call this turn's date contract answered with a question waits for the caller's answer, whatever else
+        # ran beside it: it is not made again in the same turn.
+        asked = [r for r in ctx.turn_results if _status(r) == "confirm"]
+        fresh = tuple(c for c in plan.tool_calls if not self._done(ctx, c) and not self._same_call(asked, c))
         if fresh:
             return BrainReply(text=plan.text, tool_calls=fresh, asks_for=plan.asks_for)
+        if asked:
+            return self._after_rejection(ctx, asked[-1], available)
         if plan.asks_for and not plan.tool_calls:
             return plan
         done = [r for r in ctx.trailing if r.result is not None]
         if done and done[-1].name == "transfer_to_human" and _status(done[-1]) != TRANSFERRED:
             return BrainReply(text=_NO_TRANSFER, asks_for="date")
         return BrainReply(text=self._confirmation(done[-1] if done else None))
+
+    @staticmethod
+    def _same_call(results: Sequence[_ToolResult], call: ToolCallRequest) -> bool:
+        key = json.dumps(call.arguments, sort_keys=True, default=str)
+        return any(r.name == call.name and json.dumps(r.arguments, sort_keys=True, default=str) == key
+                   for r in results)
 
     def _done(self, ctx: _Context, call: ToolCallRequest) -> bool:
         """Whether ``call`` already ran in this turn without being rejected or failing."""
@@ -610,8 +647,8 @@ class BillingReferenceBrain:
                     return str(body["invoice_id"])
         return None
 
-    def _dispute_invoice(self, ctx: _Context, order_id: str | None) -> str | None:
-        said = _invoice_ids(ctx.latest_user)
+    def _dispute_invoice(self, ctx: _Context, order_id: str | None, text: str | None = None) -> str | None:
+        said = _invoice_ids(ctx.latest_user if text is None else text)
         if said:
             return said[0]
         if order_id:
@@ -632,6 +669,20 @@ class BillingReferenceBrain:
             if r.name == "open_dispute" and r.result and r.result.get("disputed_item")
         ]
 
+    @staticmethod
+    def _did_this_turn(ctx: _Context, tool: str) -> bool:
+        """Whether ``tool`` ran in this turn: the call planned again after its result is that one (``_done`` drops
+        it), not one asked for again."""
+        return any(r.name == tool and r.result is not None and not _failed(r) for r in ctx.turn_results)
+
+    def _credited_items(self, ctx: _Context) -> list[str]:
+        """The credits applied in this call: the ``credited_items`` slot, and any result still in the context."""
+        items = [i.strip() for v in ctx.fact_values("credited_items") for i in v.split(", ") if i.strip()]
+        return items + [
+            str(r.result["credited_item"]) for r in ctx.results
+            if r.name == "issue_credit" and r.result and not _failed(r) and r.result.get("credited_item")
+        ]
+
     # --- planning -------------------------------------------------------------------------------------------------
 
     def _plan(self, ctx: _Context, available: set[str]) -> BrainReply:
@@ -642,11 +693,14 @@ class BillingReferenceBrain:
             (bool(_CREDIT.search(lowered)), self._credit),
             (bool(_CALLBACK.search(lowered)), self._callback),
             (bool(_DISPUTE.search(lowered) and _DISPUTE_REQUEST.search(lowered))
-             or bool(_RECORD_AS.search(lowered) and _category(text)), self._dispute),
+             or bool((_RECORD_AS.search(lowered) or _OBJECTION.search(lowered)) and _category(text)), self._dispute),
             (bool(_LIST.search(lowered)), self._list_invoices),
             (bool(_invoice_ids(text) or (_GET_INVOICE.search(lowered) and _months_in(text))), self._get_invoice),
         )
         reply: BrainReply | None = next((route(ctx) for hit, route in routes if hit), None)
+        if reply is None and _OFFERS_DISPUTE.search(ctx.agent_before_latest) and is_affirmation(text) \
+                and len(ctx.user_texts) > 1:
+            reply = self._dispute(ctx, ctx.user_texts[-2])  # "Would you like me to open a dispute for it?" "Yes."
         agreed = self._agreed_callback(ctx)
         if agreed is not None:
             reply = BrainReply(
@@ -700,14 +754,15 @@ class BillingReferenceBrain:
             return BrainReply(tool_calls=(ToolCallRequest("get_invoice", {"invoice_id": invoice}),))
         return self._list_invoices(ctx)
 
-    def _dispute(self, ctx: _Context) -> BrainReply:
+    def _dispute(self, ctx: _Context, said: str | None = None) -> BrainReply:
+        """Opens a dispute for what the caller said (``said``: their words, by default the latest)."""
         account = self._account(ctx)
         if account is None:
             return self._ask("account_id", "I can open a dispute for you.")
-        text = ctx.latest_user
+        text = ctx.latest_user if said is None else said
         orders = _order_ids(text)
         order_id = orders[0] if orders else None
-        invoice = self._dispute_invoice(ctx, order_id)
+        invoice = self._dispute_invoice(ctx, order_id, text)
         if invoice is None:
             if order_id is not None:
                 return BrainReply(tool_calls=(ToolCallRequest("lookup_order", {"order_id": order_id}),))
@@ -722,6 +777,9 @@ class BillingReferenceBrain:
         }
         if order_id is not None:
             arguments["order_id"] = order_id
+        if _holds(self._disputed_items(ctx), invoice, order_id) and not self._did_this_turn(ctx, "open_dispute"):
+            # Asked again for a charge already disputed in this call: it is open, not opened twice.
+            return BrainReply(text=_ALREADY["open_dispute"])
         return BrainReply(tool_calls=(ToolCallRequest("open_dispute", arguments),))
 
     def _order_by_role(self, ctx: _Context, category: str) -> str | None:
@@ -766,6 +824,9 @@ class BillingReferenceBrain:
             return self._ask("invoice_id")
         if amount is None:
             return self._ask("amount")
+        if _holds(self._credited_items(ctx), invoice, order_id) and not self._did_this_turn(ctx, "issue_credit"):
+            # Asked again for a credit already applied in this call (KNOWN FACTS keeps it): done, not done twice.
+            return BrainReply(text=_ALREADY["issue_credit"])
         arguments: dict[str, Any] = {"account_id": account, "invoice_id": invoice, "amount": amount}
         if order_id is not None:
             arguments["order_id"] = order_id

@@ -19,6 +19,8 @@ class BillingSlots(BaseModel):
         timing_constraints: When the caller can and cannot be reached, in their words.
         dispute_id: The most recent dispute opened.
         credit_amount: The most recent credit applied.
+        credited_items: One line per credit applied: invoice, order (if any) and amount, as ``issue_credit``
+            returned them (so a credit asked for again is known to be done).
         callback_date: The scheduled callback day (ISO date).
     """
 
@@ -29,4 +31,5 @@ class BillingSlots(BaseModel):
     timing_constraints: list[str] = Field(default_factory=list)
     dispute_id: str | None = None
     credit_amount: float | None = None
+    credited_items: list[str] = Field(default_factory=list)
     callback_date: str | None = None

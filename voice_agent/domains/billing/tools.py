@@ -82,6 +82,7 @@ ISSUE_CREDIT = ToolSpec(
     harvest=(
         HarvestField("credit_id", role="credit"),
         HarvestField("amount", slot="credit_amount"),
+        HarvestField("credited_item", slot="credited_items"),
     ),
 )
 
