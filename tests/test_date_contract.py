@@ -489,3 +489,49 @@ def test_a_month_named_about_something_else_is_not_a_choice_of_another_day() -> 
                 ("a", "I can book a callback for Tuesday the 15th of December. Does that work for you?"),
                 ("c", "Perfect, thank you."))
     assert decide(call, d(12, 15)).action is DateAction.RUN
+
+
+# -- third round (dev, dev-b, dev-c): classes mended, each on sentences written here --------------------------------
+
+
+def test_a_weekday_said_with_another_days_number_says_nothing_of_the_day() -> None:
+    # "Monday the 30th" is the 30th: a later Monday the caller asks for is not the day they spoke against
+    call = asked_for_a_day("could they phone on Monday the 30th? no wait, that's the day of my scan",
+                           "the 7th of December please")
+    assert decide(call, d(12, 7)).action is DateAction.RUN
+    # every Monday, or a weekday whose number is not that weekday ("Monday the 8th", a Tuesday), still binds
+    every = asked_for_a_day("no Mondays for me, I'm at the clinic", "the 7th of December please")
+    assert decide(every, d(12, 7)).action is not DateAction.RUN
+    # "Monday the 8th" when the 8th is a Tuesday: the Monday or the 8th, read back either way
+    for day, proposed in ((d(12, 7), "Monday the 7th"), (d(12, 8), "Tuesday the 8th")):
+        muddled = lane(("c", "I can't do Monday the 8th, I'm at the clinic"), ("a", f"How about {proposed}?"),
+                       ("c", "yes"))
+        assert decide(muddled, day).action is not DateAction.RUN
+
+
+def test_the_week_after_next_is_a_week_named_not_a_stretch() -> None:
+    call = lane(("c", "the week after next is best for me"), ("a", "How about Wednesday the 2nd of December?"),
+                ("c", "yes please"))
+    assert decide(call, d(12, 2)).action is DateAction.RUN
+    laid_up = lane(("c", "my op's on the 30th and I'm laid up for the week after"),
+                   ("a", "How about Wednesday the 2nd of December?"), ("c", "yes please"))
+    assert decide(laid_up, d(12, 2)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, runs", [
+    ("Tuesdays are my days off", True),
+    ("rest days are Mondays and Tuesdays", True),
+    ("Tuesdays I'm usually free", True),
+    ("Tuesdays I do the food bank", False),
+    ("Tuesdays there's a free lunch at the club so I'm out", False),
+    ("Tuesdays I'm off to my mum's", False),
+    ("I'm free on Tuesday the 1st after the funeral", False),
+    ("Tuesdays are fine but not this one", False),
+])
+def test_words_that_speak_for_the_day_need_no_read_back(said: str, runs: bool) -> None:
+    # class: a free day, a day off or a day that suits, named before the caller asks for it; a word against it
+    # (a duty, being out, a limit, a contrast) still needs the read-back
+    call = asked_for_a_day(said, "Tuesday the 1st of December please")
+    assert (decide(call, d(12, 1)).action is DateAction.RUN) is runs
+    yes = lane(("c", said), ("a", "How about Tuesday the 1st of December?"), ("c", "yes please"))
+    assert (decide(yes, d(12, 1)).action is DateAction.RUN) is runs

@@ -65,6 +65,22 @@ UNAVAILABLE = re.compile(
 FREE = re.compile(r"\b(?:free|available|around|home|off|reachable|flexible|ok|okay|fine|good|works?|suits?)\b")
 """Words of being reachable (a day off, at home, free)."""
 
+_DAY_WORD = rf"(?:{_WEEKDAY}|\d{{1,2}}th|\d{{1,2}})"
+FOR_THE_DAY = re.compile(
+    r"\b(?:i'm|im|i\sam|we're|we\sare|i'll\sbe|ill\sbe|i\scan\sbe|be|are|is|'s)\s"
+    r"(?:usually\s|always\s|normally\s|totally\s|completely\s|pretty\s|mostly\s|all\s)?(?:free|available|reachable)\b"
+    r"|\b(?:free|available)\s(?:on|all\sday|every|most|any|that)\b"
+    rf"|\brest\s?days?\b|\bdays?\soff\b|\b{_DAY_WORD}\soff\b"
+    rf"|\b{_DAY_WORD}\s?(?:'s|is|are|would\sbe|will\sbe|'d\sbe|'ll\sbe)?\s(?:still\s|really\s|perfectly\s|absolutely\s"
+    r"|much\s)?(?:fine|good|ok|okay|suits?|better|best|perfect|great|grand|ideal|lovely|brilliant)\b"
+)
+"""Words that speak for a day: the caller is free then, it is a day off, the day suits ("Tuesdays are my days
+off", "I've Monday and Tuesday off", "the 1st is still fine"). Only with no word against it (see
+:func:`speaks_for`)."""
+
+AGAINST = ("negation", "contrast", "hedge", "past", "limit", "absence")
+"""The word classes of :func:`doubts` that say something against a day or make a statement less than plain."""
+
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
@@ -194,11 +210,12 @@ DURATION = re.compile(
     r"|whole\s|full\s)?(?:days?|nights?|weeks?|fortnight|months?)\b"
     r"|(?:\b|#)(?:a|an|couple\sof|few|\d+|num|several|some)\s(?:or\s(?:\d+|#num)\s)?(?:more\s)?"
     r"(?:days?|nights?|weeks?|fortnight|months?)\b"
-    r"|(?:\b\d+|#num)\s?-?\s?(?:day|night|week)\b|\b(?:days?|nights?|weeks?|fortnight)\s(?:later|after)\b"
-    r"|\b(?:the\s)?(?:week|days?|fortnight|month)\s(?:after|following|afterwards)\b|\bafter\s(?:that|it)\b"
-    r"|\b(?:a|one|the|whole|full)\s(?:week|fortnight)\b|\bweeks?\s(?:off|out)\b"
+    r"|(?:\b\d+|#num)\s?-?\s?(?:day|night|week)\b|\b(?:days?|nights?|weeks?|fortnight)\s(?:later|after)\b(?!\snext\b)"
+    r"|\b(?:the\s)?(?:week|weak|days?|fortnight|month)\s(?:after|following|afterwards)\b(?!\snext\b)|\bafter\s(?:that|it)\b"
+    r"|\b(?:a|one|the|whole|full)\s(?:week|weak|fortnight)\b(?!\safter\snext\b)|\bweeks?\s(?:off|out)\b"
 )
-"""A stretch that starts on a day named: "in on the 7th for five days", "laid up for the week after"."""
+"""A stretch that starts on a day named: "in on the 7th for five days", "laid up for the week after" ("the week
+after next" names a week; it is no stretch)."""
 
 RETURN = re.compile(r"\b(?:back|return\w*|home\s(?:on|from|by)|get\sin|land\w*|fly\w*\shome)\b")
 """Coming back on a day named: the caller is away before it ("back from Australia on the 13th")."""
@@ -256,6 +273,23 @@ def _doubts(text: str) -> tuple[str, ...]:
         if pattern.search(n):
             found.append(name)
     return tuple(found)
+
+
+_OUT = re.compile(r"\b(?:out|off\s(?:to|for|on)|gone|away)\b")
+"""Being out or off somewhere ("so I'm out", "off to my mum's"): never a word for the day."""
+
+
+def speaks_for(text: str) -> bool:
+    """Whether ``text`` only speaks for the days it names: a word of being free or of suiting, and no word of any
+    class against a day (negation, contrast, a hedge, the past, a limit, an absence, a stretch or a return).
+
+    "Rest days are Fridays and Saturdays" and "I've Monday and Tuesday off" speak for those days; "I do the food
+    bank every Thursday", "Thursdays I'm off to my mum's" and "I'm free after the 9th" do not.
+    """
+    n = norm(text)
+    if not FOR_THE_DAY.search(n) or set(doubts(text)) & set(AGAINST):
+        return False
+    return not (DURATION.search(n) or RETURN.search(n) or _OUT.search(n))
 
 
 def could_bind(text: str) -> bool:

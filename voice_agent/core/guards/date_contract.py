@@ -265,7 +265,8 @@ class DateContract:
         # unless they name this very day: "the 9th is my dad's funeral" needs its read-back.
         named_turn = _last_naming(said[: assent + 1], d, self.guard.reference)
         unheard = [c for c in touching
-                   if not _in(c.words, acknowledged) and (c.turn >= named_turn or _names_the_day(c.words, d))]
+                   if not _in(c.words, acknowledged)
+                   and (c.turn >= named_turn or _names_the_day(c.words, d, self.guard.reference))]
         if unheard:
             return decision(DateAction.CONFIRM, Why.COULD_BIND,
                             f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
@@ -436,17 +437,64 @@ def _same_day(choice: tuple[date, bool] | None, d: date) -> bool:
     return day == d or (day.day == d.day and not month_named)
 
 
-def _names_the_day(words: str, d: date) -> bool:
+_PINNED = re.compile(rf"\b(?P<wd>{signals.WEEKDAY_WORDS})\s(?:the\s)?(?P<n>\d{{1,2}})(?:th|st|nd|rd)\b"
+                     rf"|\b(?P<n2>\d{{1,2}})(?:th|st|nd|rd)\s(?P<wd2>{signals.WEEKDAY_WORDS})\b")
+"""A weekday said with a day number ("monday the 30th", "the 30th monday")."""
+
+
+def _next_with_day(number: int, reference: date) -> date | None:
+    """The first day numbered ``number`` on or after ``reference`` (within a year)."""
+    year, month = reference.year, reference.month
+    for _ in range(13):
+        try:
+            day = date(year, month, number)
+        except ValueError:
+            day = None
+        if day is not None and day >= reference:
+            return day
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return None
+
+
+def _pinned(m: re.Match[str], reference: date) -> tuple[int, bool]:
+    """A weekday said with a day number: the number, and whether the next day with that number is that weekday."""
+    number = int(m["n"] or m["n2"])
+    day = _next_with_day(number, reference)
+    return number, day is not None and WEEKDAY_NAMES[day.weekday()].lower().startswith((m["wd"] or m["wd2"])[:3])
+
+
+def _muddled(n: str, reference: date) -> bool:
+    """Whether a normalised clause says a weekday with a day number that is not that weekday, and no month ("monday
+    the 8th" when the 8th is a Tuesday): which day the caller means is not known."""
+    return re.search(rf"\b(?:{_MONTHS})\b", n) is None and any(
+        not _pinned(m, reference)[1] for m in _PINNED.finditer(n))
+
+
+def _unpinned(n: str, d: date, reference: date) -> str:
+    """A normalised clause with each weekday said with another day's number written as that number alone.
+
+    "could you ring on monday the 30th" names the 30th, not every Monday: the weekday is pinned to the next day
+    with that number (only when that day does fall on that weekday; "monday the 8th", when the 8th is a
+    Tuesday, keeps its Monday). A weekday said with ``d``'s own number is kept.
+    """
+    def one(m: re.Match[str]) -> str:
+        number, agrees = _pinned(m, reference)
+        return f"the {number}th" if agrees and number != d.day else m.group(0)
+
+    return _PINNED.sub(one, n)
+
+
+def _names_the_day(words: str, d: date, reference: date) -> bool:
     """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm
     at the allotment"): a statement about that very day, which only a read-back of it answers.
 
     A correction *to* the day is not one: after the last word of contrast before the day ("no wait, the 1st is
     better", "I mean I can do the 4th instead") nothing is said against it.
     """
-    n = signals.norm(words)
+    n = _unpinned(signals.norm(words), d, reference)
     days = list(re.finditer(rf"\b{d.day}(?:th|st|nd|rd)?\b|\b{_weekday_stem(d)}", n))
-    if not days:
-        return False
+    if not days or signals.speaks_for(words):
+        return False  # "rest days are Fridays and Saturdays" names Saturday only to speak for it
     before = n[: days[-1].start()]
     turns = list(signals.CONTRAST.finditer(before))
     if turns:
@@ -551,6 +599,8 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             doubts = set(signals.doubts(clause))
             if "past" in doubts and not doubts & {"negation", "absence", "state"}:
                 continue  # what happened: "it was off from the 2nd", "I've had it since March"
+            if signals.speaks_for(clause) and not signals.ONLY.search(n):
+                continue  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
             found = extract_constraints(clause, reference)
             if found and all(c.end is not None and c.end < reference for c in found) and (
                     doubts & {"negation", "absence", "state"}) and any(
@@ -562,7 +612,8 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
             recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
             month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
-            singular = re.search(rf"\b{weekday}", n) is not None and not recurring
+            # "monday the 30th" names the 30th: it says nothing of another Monday
+            singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
             # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
             # Australia on the 13th"): the rules read one day, the caller is away for more.
             spread = bool(found) and (
@@ -577,12 +628,14 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
                 any(c.covers(d) for c in found)
                 or recurring or month_named
                 or (singular and risky)
+                # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
+                or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
                 or anaphora
                 or signals.ONLY.search(n) is not None
                 # a day or span the rules could not read, said with a limit or an absence, that could be this day
                 or (not found and risky and not _other_days_only(n, d))
             )
-            if touches and not _understood_and_allowed(clause, found, d):
+            if touches and not _understood_and_allowed(clause, found, d, reference):
                 out.append(Citation(s.turn, clause))
     return out
 
@@ -601,7 +654,7 @@ def _other_days_only(n: str, d: date) -> bool:
     return bool(words) and len(names) == len(words) and not any(w.startswith((weekday, month)) for w in names)
 
 
-def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date) -> bool:
+def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date, reference: date) -> bool:
     """Whether the rules read the days of ``clause`` and, read with the clause's own words, they allow ``d``.
 
     The rules give the span; whether the span is when the caller can or cannot be reached is read again here
@@ -612,6 +665,8 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
     n = signals.norm(clause)
     if not found or (signals.ANAPHORA.search(n) and len({(c.start, c.end) for c in found}) != 1):
         return False  # "then" / "that week" point at a day this clause does not name (one it names: that one)
+    if _muddled(n, reference):
+        return False  # "I can't do Monday the 8th" when the 8th is a Tuesday: the Monday or the 8th, not known
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))
