@@ -535,3 +535,79 @@ def test_words_that_speak_for_the_day_need_no_read_back(said: str, runs: bool) -
     assert (decide(call, d(12, 1)).action is DateAction.RUN) is runs
     yes = lane(("c", said), ("a", "How about Tuesday the 1st of December?"), ("c", "yes please"))
     assert (decide(yes, d(12, 1)).action is DateAction.RUN) is runs
+
+
+PROPOSED = "How about Thursday the 3rd of December?"
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("no problem", True), ("not a bother", True), ("that's no problem", True), ("of course", True),
+    ("you bet", True), ("sound", True), ("I can do that", True), ("please go ahead and book it", True),
+    ("no", False), ("of course not", False), ("no, that's fine", False), ("not really", False),
+    ("no problem, but not Thursday", False),
+])
+def test_a_yes_said_as_no_problem_or_of_course_is_a_yes(reply: str, runs: bool) -> None:
+    # class: assent in other words ("no problem", "not a bother", "of course"); "no, that's fine" can decline
+    call = lane(("c", "can someone ring me about the refund"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_of_course_is_not_a_course_but_a_course_is_an_absence() -> None:
+    call = lane(("c", "I'm on a course on the 3rd"), ("a", PROPOSED), ("c", "yes"))
+    assert decide(call, d(12, 3)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("lines, runs", [
+    # what happened, said in the same breath as the request, neither asks nor doubts
+    ([("c", "I rang about it on the 14th and nobody got back to me, so ring me on the 24th")], True),
+    ([("c", "the charge went out on the 2nd, anyway can you call me the 24th")], True),
+    # a yes with an aside in the past tense
+    ([("a", "How about Tuesday the 24th? That's the day after our sale."),
+      ("c", "ha, we had ours in October. The 24th, yes")], True),
+    # an aside after the yes changes nothing
+    ([("a", "How about Tuesday the 24th?"), ("c", "yes please"), ("a", "Booked."),
+      ("c", "I rang twice last week and nobody called me back")], True),
+    # a bare weekday stays a bare weekday whatever the aside names
+    ([("c", "the bill's dated the 1st, anyway call me Tuesday")], False),
+    # an aside that points back at the day, or says the caller is away, is no aside
+    ([("a", "How about Tuesday the 24th?"), ("c", "yes"), ("a", "Booked."), ("c", "oh I had the dentist that day")],
+     False),
+    ([("c", "ring me on the 24th, I was told I'd be in hospital then")], False),
+])
+def test_an_aside_about_what_happened_neither_asks_nor_doubts(lines: list[tuple[str, str]], runs: bool) -> None:
+    assert (decide(lane(*lines), d(11, 24)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, day, runs", [
+    ("aye, Friday t'27th, that's grand", d(11, 27), True),
+    ("aye go on, t'2nd o' December", d(12, 2), False),
+])
+def test_a_northern_the_of_and_while_are_read(reply: str, day: dt.date, runs: bool) -> None:
+    # class: "t'27th", "o' December", "while t'Thursday" (until), "afore" (before)
+    call = lane(("c", "I'm off to our Jean's on t'Monday, t'30th, and I'll not be back while t'Thursday"),
+                ("a", f"How about {spoken_date(day)}?"), ("c", reply))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+    before = lane(("c", "ring us afore t'20th"), ("a", "How about Wednesday the 25th?"), ("c", "aye"))
+    assert decide(before, d(11, 25)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("lines, day, runs", [
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 28th")], d(11, 28), True),
+    ([("a", "How about Monday the 30th?"), ("c", "yes, the Monday is fine, the 30th")], d(11, 30), True),
+    ([("a", "The 4th of December, that's a Friday?"), ("c", "yeah the forth friday good")], d(12, 4), True),
+    # a weekday that is not the number's weekday names neither for sure
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 29th")], d(11, 29), False),
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 29th")], d(11, 21), False),
+])
+def test_a_weekday_beside_the_number_it_falls_on_is_one_day(lines: list[tuple[str, str]], day: dt.date,
+                                                             runs: bool) -> None:
+    # class: "Saturday then, the 28th", "the Monday is fine, the 30th", "the 4th, Friday": one day, not two
+    assert (decide(lane(*lines), day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("day, runs", [(d(12, 4), True), (d(12, 8), False), (d(12, 11), False)])
+def test_not_back_till_a_day_is_away_from_the_day_set_off(day: dt.date, runs: bool) -> None:
+    # class: "going on the 5th and won't be back till the 12th": away the 5th to the 11th, free before
+    call = lane(("c", "we're going on the 5th and won't be back till the 12th"),
+                ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -723,7 +723,7 @@ def _secs(value: float | None) -> str:
 @eval_app.command("dates")
 def dates_command(
     data_set: Annotated[str, typer.Option(
-        "--set", help="dev, test, dev-b, test-b or all (the folders under --data).")] = "all",
+        "--set", help="dev, test, dev-b, test-b, dev-c or all (the folders under --data).")] = "all",
     data: Annotated[Path | None, typer.Option("--data", help="Where the sets live (default: "
                                                              "config/evals/dates/contract/).")] = None,
     reader: Annotated[str, typer.Option(

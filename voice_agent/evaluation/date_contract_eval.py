@@ -46,8 +46,8 @@ from voice_agent.datafiles import data_path
 from voice_agent.domains.billing.tools import SCHEDULE_CALLBACK
 
 CONTRACT_DIR = data_path("evals", "dates", "contract")
-SETS = ("dev", "test", "dev-b", "test-b")
-"""Two rounds of halves, each written by helpers who never read the engine: ``dev*`` tuned on, ``test*`` never read."""
+SETS = ("dev", "test", "dev-b", "test-b", "dev-c")
+"""Rounds of halves, each written by helpers who never read the engine: ``dev*`` tuned on, ``test*`` never read."""
 LABELS = ("asked", "ruled_out", "open")
 ROLES = ("clean", "bad", "stale")
 DEFAULT_REFERENCE = dt.date(2026, 11, 18)

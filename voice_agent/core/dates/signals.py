@@ -54,7 +54,7 @@ ten in the morning" limit no day)."""
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
     r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
-    r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
+    r"|staying|leave|(?<!of\s)course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
     r"|moving\s(?:house|home|in|out)|move\s(?:house|home|in|out)|moves\sin|removals?"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
     r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof"
@@ -84,7 +84,8 @@ AGAINST = ("negation", "contrast", "hedge", "past", "limit", "absence")
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
-NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
+NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
+                      r"|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
                       r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae"
                       # a day called bad: "a write-off", "forget it", "mad", "no go"
                       r"|write\s?-?\s?off|written\soff|forget\sit|no\sgo|no-go|nightmare|hopeless|mad|manic|hectic|chaos"
@@ -94,7 +95,7 @@ NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
-"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
+"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother")."""
 
 CONTRAST = re.compile(
     r"\b(?:but|except|unless|although|though|however|apart\sfrom|other\sthan|rather|instead|actually|wait|hang\son"
@@ -130,7 +131,7 @@ the tool's action with a day asks for it (:mod:`voice_agent.core.guards.tool_ver
 REQUEST = re.compile(
     r"\b(?:zzdo|call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
     r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
-    r"|please|can\syou|could\syou|can\swe|could\swe|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
+    r"|please|can\syou|could\syou|can\swe|could\swe|can\sdo|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
     r"|lovely|brilliant"
     r"|grand|cool|champion|sound|spot\son|that's\sit|bang\son|cracking|ta|cheers|thanks|thank)\b"
 )

@@ -28,6 +28,7 @@ from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.reading import DateReading, ReadStatement
+from voice_agent.core.dates.subjects import DateSubject, StatementKind
 from voice_agent.core.guards.date_guard import (
     Citation,
     DateCheck,
@@ -244,7 +245,7 @@ class DateContract:
             return decision(DateAction.CONFIRM, Why.NOT_ASKED, reason, binding_said)
         heard = said[assent]
         acknowledged = _read_back(said, assent)
-        later = [s for s in said[assent + 1 :] if _unsettles(s, d)]
+        later = [s for s in said[assent + 1 :] if _unsettles(s, d, self.guard.reference)]
         if later and rule_breaks and any(c.turn > heard.turn for c in rules.citations):
             # What the caller said after asking for it is itself a clear break: "actually no, make it the 25th".
             return decision(DateAction.REFUSE, Why.BREAKS, rules.reason, rules.citations)
@@ -356,18 +357,54 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
     """
     found = None
     for i, s, agents in _replies(said):
-        if signals.doubts(s.text):
+        # What the caller said about something else in the same breath ("I rang on the 14th, nobody got back,
+        # so ring me the 24th"; "ha, we had ours in October. The 26th, yes") neither asks nor doubts.
+        text, own = _without_asides(s, reference)
+        if not text or signals.doubts(text):
             continue
-        own = s.constraints
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
-        yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
-        asked = signals.asks(s.text) or _answers_a_question_for_a_day(agents)
+        yes = (is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+        asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
-        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(s.text)
-        if requested or (proposed and yes and _echoes(s.text, own, d)):
+        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(text)
+        if requested or (proposed and yes and _echoes(text, own, d)):
             found = i
     return found
+
+
+def _aside(clause: str, reference: date) -> bool:
+    """Whether a caller's clause is about something else, not when to book: what happened ("I rang about it on the
+    14th", "nobody got back to me", "we had ours in October": past tense, or only days before today) or a date of
+    a charge or a thing ("the bill's dated the 1st", "the new SIM's arriving on the 21st").
+
+    Only with no word against a day but the past, what the caller has or a limit, and nothing pointing back at
+    a day ("that day", "then"): "the 26th, I had the dentist then" is no aside.
+    """
+    n = signals.norm(clause)
+    if not set(signals.doubts(clause)) <= {"past", "state", "limit"} or signals.ANAPHORA.search(n):
+        return False
+    found = extract_constraints(clause, reference)
+    if not found:
+        # no day at all: only a past tense clause ("nobody got back to me", "I was told to wait")
+        return "past" in signals.doubts(clause) and not signals.TIME_WORD.search(n)
+    if all(c.end is not None and c.end < reference for c in found):
+        return True
+    # a thing's date, not asked for ("can you cancel my subscription on the 31st" asks for it)
+    return not signals.asks(clause) and all(
+        c.statement is StatementKind.EVENT and c.subject in (DateSubject.CHARGE_PERIOD, DateSubject.NONE)
+        for c in found)
+
+
+def _without_asides(s: SaidDates, reference: date) -> tuple[str, tuple[DateConstraint, ...]]:
+    """A caller's words without their asides (see :func:`_aside`), and the dates read from what is left."""
+    pieces = signals.clauses(s.text)
+    asides = [p for p in pieces if _aside(p, reference)]
+    if not asides:
+        return s.text, s.constraints
+    spans = {(c.kind, c.start, c.end, c.weekday) for p in asides for c in extract_constraints(p, reference)}
+    kept = ", ".join(p for p in pieces if p not in asides)
+    return kept, tuple(c for c in s.constraints if (c.kind, c.start, c.end, c.weekday) not in spans)
 
 
 def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
@@ -559,21 +596,25 @@ _NOTHING_ELSE = re.compile(
 """A "no" that only answers "anything else?" ("no, that's everything", "no thanks")."""
 
 
-def _unsettles(s: SaidDates, d: date) -> bool:
+def _unsettles(s: SaidDates, d: date, reference: date) -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
-    acknowledgement or a goodbye; from the agent, another day named."""
+    acknowledgement, a goodbye or an aside about something else (see :func:`_aside`); from the agent, another day
+    named."""
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
+    text, own = _without_asides(s, reference)
+    if not text:
+        return False  # "I rang twice last week and nobody called": what happened
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
-    text = _NOTHING_ELSE.sub("", s.text)
+    text = _NOTHING_ELSE.sub("", text)
     if signals.only_acknowledges(text) or signals.doubts(text):
         return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
     # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
-    if any(not (c.start == d and c.end == d) and not echoes_day(text, c, d) for c in s.constraints):
+    if any(not (c.start == d and c.end == d) and not echoes_day(text, c, d) for c in own):
         return True
-    return bool(signals.TIME_WORD.search(signals.norm(text))) and not s.constraints
+    return bool(signals.TIME_WORD.search(signals.norm(text))) and not own
 
 
 def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citation]:
@@ -620,7 +661,10 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
                 (signals.DURATION.search(n) is not None
                  and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
                 or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
-                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)))
+                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
+                    # "going on the 5th and not back till the 12th": the rules read when the time away starts
+                    and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
+                                for c in found)))
             if spread:
                 out.append(Citation(s.turn, clause))
                 continue

@@ -26,7 +26,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLa
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
-    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
+    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm|so|and|please)\W+)*"
     r"(?:yes|yeah|yep|yup|uh-?\s?huh|mm-?\s?hmm|mhm|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool"
     r"|alright|all\sright"
     r"|aye|ta|sorted|grand|champion|nice\sone|bang\son|cheers|go\son|that'll\sdo|that'd\sdo|righto|right\sthen"
@@ -34,11 +34,16 @@ _AFFIRM_START = re.compile(
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
     r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
     r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
-    r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme)\b"
+    r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme"
+    # assent in other words: "no problem", "not a bother", "of course", "you bet", "sound", "I can do that"
+    r"|no\s(?:problem|worries|bother)|not\sa\s(?:problem|bother)|of\scourse|certainly|you\sbet|sound|by\sall\smeans"
+    r"|can\sdo|(?:i|we)\scan\sdo\s(?:that|it|then|the\s\w+|\w+day)"
+    r"|(?:that's|that\sis|it's|it\sis)\s(?:no|not\sa)\s(?:problem|bother))\b"
 )
 _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
     r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
+
     # A verb of suiting or going ahead ("that suits me", "go for it"), and a bare approving word as the whole
     # reply ("Good.", "Very good.", "Marvellous."): the refusal words below still veto them.
     r"|\bsuits?\s(?:me|us)\b|\bgo\sfor\sit\b"
