@@ -611,3 +611,67 @@ def test_not_back_till_a_day_is_away_from_the_day_set_off(day: dt.date, runs: bo
     call = lane(("c", "we're going on the 5th and won't be back till the 12th"),
                 ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("after, runs", [
+    ("yes, no change, Thursday the 3rd", True),
+    ("lovely, I'll not change it, the 3rd", True),
+    ("that's sorted, don't change anything", True),
+    ("hmm, change it to the 4th", False),
+    ("don't change it to the 4th, move it to the 5th", False),
+    ("I can't change my shift that day", False),
+])
+def test_a_change_said_not_to_happen_keeps_the_day(after: str, runs: bool) -> None:
+    # class: "no change", "I'll not change it", "don't change anything" after the booking keep the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"), ("a", "Booked. Anything else?"),
+                ("c", after))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("he says aye, that's right", True), ("she says yes, that's fine", True),
+    ("he says no", False), ("she says she's at the hospital that day", False),
+])
+def test_a_yes_relayed_for_the_account_holder_is_a_yes(reply: str, runs: bool) -> None:
+    # class: a caller speaking for someone ("he says aye")
+    call = lane(("c", "I'm ringing for my dad about his bill"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("aye, check", True), ("yes, check, the 3rd", True),
+    ("I'll check with my wife", False), ("yes, I just need to check the rota", False),
+])
+def test_check_defers_only_as_a_check_the_caller_must_make(reply: str, runs: bool) -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_a_day_offered_among_others_is_no_word_against_it() -> None:
+    # class: "the 14th might work or the 15th", then a yes to the 14th
+    call = lane(("c", "the 14th might work, or the 15th, either"), ("a", "I'll put the 14th, the Monday. Okay?"),
+                ("c", "yes"))
+    assert decide(call, d(12, 14)).action is DateAction.RUN
+    # an offer with a word against the day is no offer
+    against = lane(("c", "the 14th might work, but I might be out, or the 15th"),
+                   ("a", "I'll put the 14th, the Monday. Okay?"), ("c", "yes"))
+    assert decide(against, d(12, 14)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("question, runs", [("When works for you?", True), ("Any days to avoid?", False)])
+def test_a_bare_list_of_days_answering_when_works_offers_them(question: str, runs: bool) -> None:
+    # class: "so Tuesdays or Thursdays" after the days that are out, answering "when works?"
+    call = lane(("a", question), ("c", "Mondays, Wednesdays, Fridays I'm on the ward, so Tuesdays or Thursdays"),
+                ("a", "How about Thursday the 3rd of December?"), ("c", "yes"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("hour, runs", [
+    ("after five, when I finish work", True), ("morning, I'm at the clinic in the afternoon", True),
+    ("actually I'm at work all day", False), ("after five, but not Thursday", False),
+])
+def test_the_hour_asked_for_after_the_yes_keeps_the_day(hour: str, runs: bool) -> None:
+    # class: the caller's answer to "any particular time?" after the yes speaks of hours, not of the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"),
+                ("a", "Thursday the 3rd. Any particular time?"), ("c", hour))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

@@ -110,7 +110,11 @@ HEDGE = re.compile(
     # "this Thursday" / "next Thursday": which one is arguable
     r"|(?:this|next)\s(?:coming\s)?(?:mon|tue|wed|thu|fri|sat|sun)\w*"
     # deferring: "I need to ask my wife", "let me look at the calendar", "I'll get back to you"
-    r"|ask\s(?:my|the|her|him|them)|check|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
+    r"|ask\s(?:my|the|her|him|them)|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
+    # "I'll check with my wife", "need to check the rota" defer; "aye, check" and "can you check it's a Friday" do not
+    r"|(?:i'll|i\swill|i'd|i\sneed\sto|need\sto|have\sto|got\sto|gotta|must|should|might|i\scan|i'm\sgoing\sto"
+    r"|gonna|i\sjust\sneed\sto|wanna)\s(?:just\s|quickly\s|first\s)?(?:double[\s-]?)?check"
+    r"|check\s(?:with|wi|my|me|our|the\s(?:diary|calendar|rota|roster)|if|whether|first|again|and)"
     r"|calendar|pardon|come\sagain)\b"
     # "if" makes a condition, but "if that's alright" / "if you can" only asks politely
     r"|\bif\b(?!\s(?:that's|that\sis|it's|it\sis)\s(?:alright|all\sright|ok|okay|fine|possible|easier|no\strouble)"
@@ -236,13 +240,24 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
 
+_KEEP = re.compile(
+    r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
+    r"|(?:i'll|we'll|i\swill|we\swill)\snot\s(?:change|move)\s(?:it|that)"
+    r"|(?:don't|do\snot|won't|will\snot|not\sgoing\sto|not\sgonna|never\smind\schanging)\s(?:change|move|touch)"
+    r"\s(?:it|that|anything|a\sthing))(?!\s(?:to|for|from)\b)\b"
+)
+"""A change said not to happen ("no change", "I'll not change it", "don't change anything"): the day is kept
+(not "don't change it to the 9th", "can't change my shift")."""
+
+
 @lru_cache(maxsize=4096)
 def norm(text: str) -> str:
     """The engine's normalised form of ``text`` (lower case, numbers as digits, ordinals as ``<n>th``).
 
-    Cached: the contract reads every utterance of the call again at each date-bearing action.
+    A change said not to happen reads "keep it" (see :data:`_KEEP`). Cached: the contract reads every utterance
+    of the call again at each date-bearing action.
     """
-    return _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    return _KEEP.sub("keep it", _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text))
 
 
 def without_quotes(text: str) -> str:
@@ -276,7 +291,7 @@ def _doubts(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-_OUT = re.compile(r"\b(?:out|off\s(?:to|for|on)|gone|away)\b")
+OUT = re.compile(r"\b(?:out|off\s(?:to|for|on)|gone|away)\b")
 """Being out or off somewhere ("so I'm out", "off to my mum's"): never a word for the day."""
 
 
@@ -290,7 +305,7 @@ def speaks_for(text: str) -> bool:
     n = norm(text)
     if not FOR_THE_DAY.search(n) or set(doubts(text)) & set(AGAINST):
         return False
-    return not (DURATION.search(n) or RETURN.search(n) or _OUT.search(n))
+    return not (DURATION.search(n) or RETURN.search(n) or OUT.search(n))
 
 
 def could_bind(text: str) -> bool:

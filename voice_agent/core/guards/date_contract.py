@@ -245,7 +245,8 @@ class DateContract:
             return decision(DateAction.CONFIRM, Why.NOT_ASKED, reason, binding_said)
         heard = said[assent]
         acknowledged = _read_back(said, assent)
-        later = [s for s in said[assent + 1 :] if _unsettles(s, d, self.guard.reference)]
+        later = [s for s, asked in _with_asked(said[assent + 1 :], said[assent].text)
+                 if _unsettles(s, d, self.guard.reference, asked)]
         if later and rule_breaks and any(c.turn > heard.turn for c in rules.citations):
             # What the caller said after asking for it is itself a clear break: "actually no, make it the 25th".
             return decision(DateAction.REFUSE, Why.BREAKS, rules.reason, rules.citations)
@@ -453,6 +454,7 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     """The single day the caller's own clauses name as a choice (hedged or corrected to it), and whether a month
     was named with it; None when no clause does, or they name different days."""
     days: set[tuple[date, bool]] = set()
+    weekdays: set[date] = set()
     for clause in signals.clauses(text):
         if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
             continue
@@ -463,6 +465,11 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
                          for c in found):
             month_named = re.search(rf"\b(?:{_MONTHS})\b", signals.norm(clause)) is not None
             days.update((c.start, month_named) for c in found if c.start is not None)
+            if _bare_weekday(clause):
+                weekdays.update(c.start for c in found if c.start is not None)
+    # "he says Friday then, Friday the 27th": a bare weekday beside a day on that weekday is that day
+    numbered = {day.weekday() for day, _ in days if day not in weekdays}
+    days = {(day, m) for day, m in days if day not in weekdays or day.weekday() not in numbered}
     return days.pop() if len(days) == 1 else None
 
 
@@ -521,6 +528,14 @@ def _unpinned(n: str, d: date, reference: date) -> str:
     return _PINNED.sub(one, n)
 
 
+def _offers(words: str, d: date, reference: date) -> bool:
+    """Whether a clause only offers days, ``d`` among them, hedged at most ("the 14th might work or the 15th
+    either"): every day read is one day asked for, and no word but a hedge is said of them."""
+    found = extract_constraints(words, reference)
+    return (bool(found) and set(signals.doubts(words)) <= {"hedge"} and not signals.OUT.search(signals.norm(words))
+            and all(c.kind is ConstraintKind.ON and not c.blocked for c in found) and any(c.start == d for c in found))
+
+
 def _names_the_day(words: str, d: date, reference: date) -> bool:
     """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm
     at the allotment"): a statement about that very day, which only a read-back of it answers.
@@ -532,6 +547,8 @@ def _names_the_day(words: str, d: date, reference: date) -> bool:
     days = list(re.finditer(rf"\b{d.day}(?:th|st|nd|rd)?\b|\b{_weekday_stem(d)}", n))
     if not days or signals.speaks_for(words):
         return False  # "rest days are Fridays and Saturdays" names Saturday only to speak for it
+    if _offers(words, d, reference):
+        return False  # "the 14th might work, or the 15th": the day offered, not spoken against
     before = n[: days[-1].start()]
     turns = list(signals.CONTRAST.finditer(before))
     if turns:
@@ -596,16 +613,44 @@ _NOTHING_ELSE = re.compile(
 """A "no" that only answers "anything else?" ("no, that's everything", "no thanks")."""
 
 
-def _unsettles(s: SaidDates, d: date, reference: date) -> bool:
+def _with_asked(said: Sequence[SaidDates], before: str) -> Iterator[tuple[SaidDates, str]]:
+    """Each utterance with the agent's words just before it ("" when the caller spoke last)."""
+    asked = ""
+    for s in said:
+        yield s, asked
+        asked = s.text if s.kind is EntryKind.AGENT else ""
+
+
+_ASKS_THE_TIME = re.compile(r"\b(?:what\stime|any\s(?:particular\s)?time|time\sof\sday|best\stime|morning|afternoon"
+                            r"|evening|am|pm|o'clock|lunch\w*)\b")
+"""An agent's question about the hour of the day booked ("Any particular time?", "Morning or afternoon?")."""
+_AN_HOUR = re.compile(r"(?:#num|\b\d{1,2}(?!\d|th\b))(?:[:.]\d\d)?|\b(?:morning|afternoon|evening|lunch\w*|noon|midday"
+                      r"|tea\s?time|first\sthing|any\s?time|after\s(?:work|school))\b")
+"""An hour or a part of the day ("after five", "2 pm", "afternoon", "first thing")."""
+
+
+def _names_the_hour(text: str, asked: str) -> bool:
+    """Whether a reply only gives the hour the agent asked for: "After five, when I finish the work" answering "Any
+    particular time?" names no day, doubts nothing, and says what the caller has on only of the hours."""
+    if "?" not in asked or not _ASKS_THE_TIME.search(signals.norm(asked)):
+        return False
+    n = signals.norm(text)
+    return (_AN_HOUR.search(n) is not None and not signals.SPAN_WORD.search(n) and not signals.ANAPHORA.search(n)
+            and set(signals.doubts(text)) <= {"absence", "state"})
+
+
+def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
-    acknowledgement, a goodbye or an aside about something else (see :func:`_aside`); from the agent, another day
-    named."""
+    acknowledgement, a goodbye, an aside about something else (see :func:`_aside`) or the hour the agent asked
+    for; from the agent, another day named."""
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
     text, own = _without_asides(s, reference)
     if not text:
         return False  # "I rang twice last week and nobody called": what happened
+    if not own and _names_the_hour(text, asked):
+        return False  # "after five, when I finish work", answering "any particular time?"
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
     text = _NOTHING_ELSE.sub("", text)
     if signals.only_acknowledges(text) or signals.doubts(text):
@@ -628,9 +673,8 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     out: list[Citation] = []
     weekday = _weekday_stem(d)
     month = d.strftime("%B").lower()
-    for s in said:
-        if s.kind is not EntryKind.CALLER:
-            continue
+    for _i, s, agents in _replies(said):
+        offered = _answers_a_question_for_a_day(agents)
         for clause in signals.clauses(s.text):
             n = signals.norm(clause)
             spans = signals.names_days(clause)
@@ -640,6 +684,8 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             doubts = set(signals.doubts(clause))
             if "past" in doubts and not doubts & {"negation", "absence", "state"}:
                 continue  # what happened: "it was off from the 2nd", "I've had it since March"
+            if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
+                continue  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` among them
             if signals.speaks_for(clause) and not signals.ONLY.search(n):
                 continue  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
             found = extract_constraints(clause, reference)
@@ -684,6 +730,17 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     return out
 
 
+_LIST_WORDS = re.compile(r"\b(?:so|or|and|then|either|the|on|any|a|well|um|uh|er|erm|like|maybe|perhaps|probably"
+                         r"|only|just|mostly|usually|normally|best|ideally|preferably)\b|[,.;:!?'-]")
+
+
+def _only_days(n: str) -> bool:
+    """Whether a normalised clause is only a list of days ("so tuesdays or thursdays", "maybe the 14th or the 15th"):
+    nothing is said of them but that they are offered."""
+    rest = _LIST_WORDS.sub(" ", signals.SPAN_WORD.sub(" ", n))
+    return signals.SPAN_WORD.search(n) is not None and not rest.strip()
+
+
 def _weekday_stem(d: date) -> str:
     """The first three letters of ``d``'s weekday ("thu"): every spelling callers and recognisers use starts so."""
     return WEEKDAY_NAMES[d.weekday()].lower()[:3]
@@ -724,9 +781,10 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
         if c.kind in _LIMIT_KINDS or c.blocked:
             if not c.allows(d):
                 return False
-        elif away == c.covers(d):  # away inside the span, or a window (a day asked for) that leaves d out
+        elif away and c.covers(d):  # away inside the span
             return False
-    return True
+    # Windows asked for or offered ("the 14th might work or the 15th"): ``d`` must be one of them.
+    return away or not windows or any(c.covers(d) for c in windows)
 
 
 def _binding_statements(said: Sequence[SaidDates], binding: DateBinding) -> list[Citation]:

@@ -26,7 +26,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLa
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
-    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm|so|and|please)\W+)*"
+    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm|so|and|please|(?:he|she|they|mum|dad)\s(?:says|said))\W+)*"
     r"(?:yes|yeah|yep|yup|uh-?\s?huh|mm-?\s?hmm|mhm|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool"
     r"|alright|all\sright"
     r"|aye|ta|sorted|grand|champion|nice\sone|bang\son|cheers|go\son|that'll\sdo|that'd\sdo|righto|right\sthen"
