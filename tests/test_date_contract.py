@@ -675,3 +675,33 @@ def test_the_hour_asked_for_after_the_yes_keeps_the_day(hour: str, runs: bool) -
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"),
                 ("a", "Thursday the 3rd. Any particular time?"), ("c", hour))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("ja, Thursday is okay", True), ("haan, that is fine only", True), ("alrighty", True), ("you betcha", True),
+    ("sounds like a plan", True), ("Thursday it is", True), ("I'm happy with that", True),
+    ("yeah no, that's grand", True), ("no issues", True), ("book me in", True), ("that'd be just fine", True),
+    ("I'm happy with Thursday", True),
+    ("yeah no, I can't", False), ("I'm at the hospital Thursday", False), ("Thursday is no good", False),
+    ("that works?", False), ("I'm happy with Friday", False),
+])
+def test_a_yes_in_the_callers_own_dialect_is_a_yes(reply: str, runs: bool) -> None:
+    # class: assent in South African, Indian, American and Irish English; a yes asked back ("that works?") is no yes
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("proposal, runs", [
+    ("We could do the 3rd of December, a Thursday. How does that sound?", True),
+    ("Would the 3rd work for you, that's a Thursday?", True),
+    ("Right, so not the week of the 23rd. How about the 3rd of December?", True),
+    ("Got it, you're away till the 30th. Could we say Thursday the 3rd?", True),
+    ("The earliest we have is Thursday the 3rd. Does that suit?", True),
+    ("How about the 3rd, or any day after the 5th?", False),
+    ("Would any day after the 3rd suit?", False),
+    ("Would the 3rd work for you, that's a Friday?", False),
+])
+def test_an_agents_proposal_may_restate_limits_and_name_the_weekday(proposal: str, runs: bool) -> None:
+    # class: the agent proposes one day beside the caller's limits it keeps, its weekday or its first free slot
+    call = lane(("c", "refund please"), ("a", proposal), ("c", "yes please"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

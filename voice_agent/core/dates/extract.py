@@ -893,6 +893,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
 _APPOSITION = re.compile(r"^(?:\s|,|\.|-|'s\b|\b(?:the|then|that's|that|is|it's|on|so|yes|yeah|aye|fine|good|ok|okay"
                          r"|grand|great|perfect|works|suits|please)\b)*$")
 """What may stand between a weekday and the day number it names ("Saturday then, the 28th", "the 4th, Friday")."""
+_A_WEEKDAY = re.compile(r"(?:,|\b(?:that's|that\sis|it's|it\sis|which\sis|which's))\s(?:a|an)\s$")
+"""What says a weekday is the weekday of the day just named: "the 3rd of December, a Thursday"."""
 _AFTER_A_DAY = re.compile(r"\b(?:the|until|till|til|through|thru|to|before|by|back|while)\s$")
 """Words before a weekday that make it the next such day after a day just named ("on the 30th ... back the
 Thursday", "from Monday the 30th till Thursday")."""
@@ -909,6 +911,12 @@ def _pin_weekdays(norm: Normalised, exprs: list[_Expr], sentences: list[int]) ->
         if e.shape != "weekday" or not e.movable:
             continue
         sentence = _index_of(sentences, e.start)
+        # "the 3rd of December, a Thursday", "would the 3rd work for you, that's a Thursday?"
+        named = [o for o in exprs[:i] if o.shape == "day" and _index_of(sentences, o.start) == sentence]
+        if named and named[-1].lo.weekday() == e.weekdays[0] and _A_WEEKDAY.search(norm.text[: e.start]):
+            e.lo = e.hi = named[-1].lo
+            e.movable = False
+            continue
         for j in (i + 1, i - 1):
             if not 0 <= j < len(exprs):
                 continue

@@ -94,7 +94,7 @@ NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b
                       # taking a day back: "forget the 9th", "drop the 9th", "never mind the 9th"
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
-                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
+                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother")."""
 
 CONTRAST = re.compile(
@@ -136,7 +136,7 @@ REQUEST = re.compile(
     r"\b(?:zzdo|call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
     r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
     r"|please|can\syou|could\syou|can\swe|could\swe|can\sdo|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
-    r"|lovely|brilliant"
+    r"|lovely|brilliant|happy"
     r"|grand|cool|champion|sound|spot\son|that's\sit|bang\son|cracking|ta|cheers|thanks|thank)\b"
 )
 """Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
@@ -148,6 +148,9 @@ QUESTION = re.compile(r"\b(?:(?:what|which)\s(?:day|date|one)|when|pardon|sorry|
 STATE = re.compile(
     r"\b(?:i'm|i\sam|im|i'll\sbe|ill\sbe|i\swill\sbe|we're|we\sare|we'll\sbe|i've\sgot|ive\sgot|i\shave"
     r"|we've\sgot|we\shave|i've|ive|that's\swhen|that\sis\swhen|is\swhen|speaker\s\d)\b"
+    # "I'm happy with that", "I'm okay with Thursday": content with the day, not where the caller is
+    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content)"
+    r"(?:\s(?:with|wi)\s(?:that|it|this|the\s\w+|\w+day)|\s?[,.!]|$))"
 )
 """The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
 a statement about the day, not a plain yes or request."""
@@ -240,6 +243,11 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
 
+_YEAH_NO = re.compile(r"\b(?:yeah|yes|ja|yep)\s?,?\s?no\s?,?\s?"
+                      r"(?=(?:that's|thats|that\sis|it's|its|that'll|that\swill)\s"
+                      r"(?:fine|grand|good|great|perfect|ok|okay|sound|lekker|sorted|lovely|be\sfine|do|work)\b)")
+""""yeah no, that's grand" (Irish, Australian and South African English): the "no" is no refusal."""
+
 _KEEP = re.compile(
     r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
     r"|(?:i'll|we'll|i\swill|we\swill)\snot\s(?:change|move)\s(?:it|that)"
@@ -257,7 +265,8 @@ def norm(text: str) -> str:
     A change said not to happen reads "keep it" (see :data:`_KEEP`). Cached: the contract reads every utterance
     of the call again at each date-bearing action.
     """
-    return _KEEP.sub("keep it", _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text))
+    n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
 
 
 def without_quotes(text: str) -> str:

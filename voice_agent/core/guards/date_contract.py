@@ -363,8 +363,11 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         text, own = _without_asides(s, reference)
         if not text or signals.doubts(text):
             continue
-        proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
-        yes = (is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+        proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
+                                              " ".join(a.text for a in agents))
+        # "I suppose the 9th could work?" asks back: no yes
+        yes = ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+               and not text.rstrip().endswith("?"))
         asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
@@ -565,12 +568,27 @@ def _bare_weekday(text: str) -> bool:
             and re.search(r"\d", n) is None and re.search(rf"\b(?:{_MONTHS})\b", n) is None)
 
 
-def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
-    """Whether agent lines propose ``d``: they name that day, and any other span they name holds it."""
-    named = [c for c in constraints if c.start == d and c.end == d]
+def _proposes(constraints: Sequence[DateConstraint], d: date, text: str = "") -> bool:
+    """Whether agent lines propose ``d``: they name that day, and any other span they name holds it.
+
+    A limit the agent restates that ``d`` keeps ("so not the week of the 23rd. How about the 3rd?", "you're away
+    till the 30th. Could we say the 3rd?") is no other day offered; the first slot named ("the earliest we have is
+    Thursday the 3rd") names that day.
+    """
+    first_slot = _FIRST_SLOT.search(signals.norm(text)) is not None
+    named = [c for c in constraints if (c.start == d and c.end == d)
+             or (first_slot and c.kind is ConstraintKind.AFTER and c.start == d)]
     return bool(named) and all(
-        (c.start == d and c.end == d) or (not c.blocked and c.weekday is None and c.contains(d)) for c in constraints
+        (c.start == d and c.end == d) or c in named
+        or (not c.blocked and c.weekday is None and c.kind not in _LIMIT_KINDS and c.contains(d))
+        or ((c.blocked or c.kind in _LIMIT_KINDS) and c.allows(d))
+        for c in constraints
     )
+
+
+_FIRST_SLOT = re.compile(r"\b(?:earliest|first\s(?:available|free|slot|opening)|next\s(?:available|free|slot|opening)"
+                         r"|soonest)\b")
+"""The agent naming its first free slot: "the earliest we have is Thursday the 3rd"."""
 
 
 def _echoes(text: str, own: Sequence[DateConstraint], d: date) -> bool:
