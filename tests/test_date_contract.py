@@ -489,3 +489,219 @@ def test_a_month_named_about_something_else_is_not_a_choice_of_another_day() -> 
                 ("a", "I can book a callback for Tuesday the 15th of December. Does that work for you?"),
                 ("c", "Perfect, thank you."))
     assert decide(call, d(12, 15)).action is DateAction.RUN
+
+
+# -- third round (dev, dev-b, dev-c): classes mended, each on sentences written here --------------------------------
+
+
+def test_a_weekday_said_with_another_days_number_says_nothing_of_the_day() -> None:
+    # "Monday the 30th" is the 30th: a later Monday the caller asks for is not the day they spoke against
+    call = asked_for_a_day("could they phone on Monday the 30th? no wait, that's the day of my scan",
+                           "the 7th of December please")
+    assert decide(call, d(12, 7)).action is DateAction.RUN
+    # every Monday, or a weekday whose number is not that weekday ("Monday the 8th", a Tuesday), still binds
+    every = asked_for_a_day("no Mondays for me, I'm at the clinic", "the 7th of December please")
+    assert decide(every, d(12, 7)).action is not DateAction.RUN
+    # "Monday the 8th" when the 8th is a Tuesday: the Monday or the 8th, read back either way
+    for day, proposed in ((d(12, 7), "Monday the 7th"), (d(12, 8), "Tuesday the 8th")):
+        muddled = lane(("c", "I can't do Monday the 8th, I'm at the clinic"), ("a", f"How about {proposed}?"),
+                       ("c", "yes"))
+        assert decide(muddled, day).action is not DateAction.RUN
+
+
+def test_the_week_after_next_is_a_week_named_not_a_stretch() -> None:
+    call = lane(("c", "the week after next is best for me"), ("a", "How about Wednesday the 2nd of December?"),
+                ("c", "yes please"))
+    assert decide(call, d(12, 2)).action is DateAction.RUN
+    laid_up = lane(("c", "my op's on the 30th and I'm laid up for the week after"),
+                   ("a", "How about Wednesday the 2nd of December?"), ("c", "yes please"))
+    assert decide(laid_up, d(12, 2)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, runs", [
+    ("Tuesdays are my days off", True),
+    ("rest days are Mondays and Tuesdays", True),
+    ("Tuesdays I'm usually free", True),
+    ("Tuesdays I do the food bank", False),
+    ("Tuesdays there's a free lunch at the club so I'm out", False),
+    ("Tuesdays I'm off to my mum's", False),
+    ("I'm free on Tuesday the 1st after the funeral", False),
+    ("Tuesdays are fine but not this one", False),
+])
+def test_words_that_speak_for_the_day_need_no_read_back(said: str, runs: bool) -> None:
+    # class: a free day, a day off or a day that suits, named before the caller asks for it; a word against it
+    # (a duty, being out, a limit, a contrast) still needs the read-back
+    call = asked_for_a_day(said, "Tuesday the 1st of December please")
+    assert (decide(call, d(12, 1)).action is DateAction.RUN) is runs
+    yes = lane(("c", said), ("a", "How about Tuesday the 1st of December?"), ("c", "yes please"))
+    assert (decide(yes, d(12, 1)).action is DateAction.RUN) is runs
+
+
+PROPOSED = "How about Thursday the 3rd of December?"
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("no problem", True), ("not a bother", True), ("that's no problem", True), ("of course", True),
+    ("you bet", True), ("sound", True), ("I can do that", True), ("please go ahead and book it", True),
+    ("no", False), ("of course not", False), ("no, that's fine", False), ("not really", False),
+    ("no problem, but not Thursday", False),
+])
+def test_a_yes_said_as_no_problem_or_of_course_is_a_yes(reply: str, runs: bool) -> None:
+    # class: assent in other words ("no problem", "not a bother", "of course"); "no, that's fine" can decline
+    call = lane(("c", "can someone ring me about the refund"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_of_course_is_not_a_course_but_a_course_is_an_absence() -> None:
+    call = lane(("c", "I'm on a course on the 3rd"), ("a", PROPOSED), ("c", "yes"))
+    assert decide(call, d(12, 3)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("lines, runs", [
+    # what happened, said in the same breath as the request, neither asks nor doubts
+    ([("c", "I rang about it on the 14th and nobody got back to me, so ring me on the 24th")], True),
+    ([("c", "the charge went out on the 2nd, anyway can you call me the 24th")], True),
+    # a yes with an aside in the past tense
+    ([("a", "How about Tuesday the 24th? That's the day after our sale."),
+      ("c", "ha, we had ours in October. The 24th, yes")], True),
+    # an aside after the yes changes nothing
+    ([("a", "How about Tuesday the 24th?"), ("c", "yes please"), ("a", "Booked."),
+      ("c", "I rang twice last week and nobody called me back")], True),
+    # a bare weekday stays a bare weekday whatever the aside names
+    ([("c", "the bill's dated the 1st, anyway call me Tuesday")], False),
+    # an aside that points back at the day, or says the caller is away, is no aside
+    ([("a", "How about Tuesday the 24th?"), ("c", "yes"), ("a", "Booked."), ("c", "oh I had the dentist that day")],
+     False),
+    ([("c", "ring me on the 24th, I was told I'd be in hospital then")], False),
+])
+def test_an_aside_about_what_happened_neither_asks_nor_doubts(lines: list[tuple[str, str]], runs: bool) -> None:
+    assert (decide(lane(*lines), d(11, 24)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, day, runs", [
+    ("aye, Friday t'27th, that's grand", d(11, 27), True),
+    ("aye go on, t'2nd o' December", d(12, 2), False),
+])
+def test_a_northern_the_of_and_while_are_read(reply: str, day: dt.date, runs: bool) -> None:
+    # class: "t'27th", "o' December", "while t'Thursday" (until), "afore" (before)
+    call = lane(("c", "I'm off to our Jean's on t'Monday, t'30th, and I'll not be back while t'Thursday"),
+                ("a", f"How about {spoken_date(day)}?"), ("c", reply))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+    before = lane(("c", "ring us afore t'20th"), ("a", "How about Wednesday the 25th?"), ("c", "aye"))
+    assert decide(before, d(11, 25)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("lines, day, runs", [
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 28th")], d(11, 28), True),
+    ([("a", "How about Monday the 30th?"), ("c", "yes, the Monday is fine, the 30th")], d(11, 30), True),
+    ([("a", "The 4th of December, that's a Friday?"), ("c", "yeah the forth friday good")], d(12, 4), True),
+    # a weekday that is not the number's weekday names neither for sure
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 29th")], d(11, 29), False),
+    ([("a", "Which day would you like?"), ("c", "Saturday then, the 29th")], d(11, 21), False),
+])
+def test_a_weekday_beside_the_number_it_falls_on_is_one_day(lines: list[tuple[str, str]], day: dt.date,
+                                                             runs: bool) -> None:
+    # class: "Saturday then, the 28th", "the Monday is fine, the 30th", "the 4th, Friday": one day, not two
+    assert (decide(lane(*lines), day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("day, runs", [(d(12, 4), True), (d(12, 8), False), (d(12, 11), False)])
+def test_not_back_till_a_day_is_away_from_the_day_set_off(day: dt.date, runs: bool) -> None:
+    # class: "going on the 5th and won't be back till the 12th": away the 5th to the 11th, free before
+    call = lane(("c", "we're going on the 5th and won't be back till the 12th"),
+                ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("after, runs", [
+    ("yes, no change, Thursday the 3rd", True),
+    ("lovely, I'll not change it, the 3rd", True),
+    ("that's sorted, don't change anything", True),
+    ("hmm, change it to the 4th", False),
+    ("don't change it to the 4th, move it to the 5th", False),
+    ("I can't change my shift that day", False),
+])
+def test_a_change_said_not_to_happen_keeps_the_day(after: str, runs: bool) -> None:
+    # class: "no change", "I'll not change it", "don't change anything" after the booking keep the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"), ("a", "Booked. Anything else?"),
+                ("c", after))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("he says aye, that's right", True), ("she says yes, that's fine", True),
+    ("he says no", False), ("she says she's at the hospital that day", False),
+])
+def test_a_yes_relayed_for_the_account_holder_is_a_yes(reply: str, runs: bool) -> None:
+    # class: a caller speaking for someone ("he says aye")
+    call = lane(("c", "I'm ringing for my dad about his bill"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("aye, check", True), ("yes, check, the 3rd", True),
+    ("I'll check with my wife", False), ("yes, I just need to check the rota", False),
+])
+def test_check_defers_only_as_a_check_the_caller_must_make(reply: str, runs: bool) -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_a_day_offered_among_others_is_no_word_against_it() -> None:
+    # class: "the 14th might work or the 15th", then a yes to the 14th
+    call = lane(("c", "the 14th might work, or the 15th, either"), ("a", "I'll put the 14th, the Monday. Okay?"),
+                ("c", "yes"))
+    assert decide(call, d(12, 14)).action is DateAction.RUN
+    # an offer with a word against the day is no offer
+    against = lane(("c", "the 14th might work, but I might be out, or the 15th"),
+                   ("a", "I'll put the 14th, the Monday. Okay?"), ("c", "yes"))
+    assert decide(against, d(12, 14)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("question, runs", [("When works for you?", True), ("Any days to avoid?", False)])
+def test_a_bare_list_of_days_answering_when_works_offers_them(question: str, runs: bool) -> None:
+    # class: "so Tuesdays or Thursdays" after the days that are out, answering "when works?"
+    call = lane(("a", question), ("c", "Mondays, Wednesdays, Fridays I'm on the ward, so Tuesdays or Thursdays"),
+                ("a", "How about Thursday the 3rd of December?"), ("c", "yes"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("hour, runs", [
+    ("after five, when I finish work", True), ("morning, I'm at the clinic in the afternoon", True),
+    ("actually I'm at work all day", False), ("after five, but not Thursday", False),
+])
+def test_the_hour_asked_for_after_the_yes_keeps_the_day(hour: str, runs: bool) -> None:
+    # class: the caller's answer to "any particular time?" after the yes speaks of hours, not of the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"),
+                ("a", "Thursday the 3rd. Any particular time?"), ("c", hour))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("ja, Thursday is okay", True), ("haan, that is fine only", True), ("alrighty", True), ("you betcha", True),
+    ("sounds like a plan", True), ("Thursday it is", True), ("I'm happy with that", True),
+    ("yeah no, that's grand", True), ("no issues", True), ("book me in", True), ("that'd be just fine", True),
+    ("I'm happy with Thursday", True),
+    ("yeah no, I can't", False), ("I'm at the hospital Thursday", False), ("Thursday is no good", False),
+    ("that works?", False), ("I'm happy with Friday", False),
+])
+def test_a_yes_in_the_callers_own_dialect_is_a_yes(reply: str, runs: bool) -> None:
+    # class: assent in South African, Indian, American and Irish English; a yes asked back ("that works?") is no yes
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("proposal, runs", [
+    ("We could do the 3rd of December, a Thursday. How does that sound?", True),
+    ("Would the 3rd work for you, that's a Thursday?", True),
+    ("Right, so not the week of the 23rd. How about the 3rd of December?", True),
+    ("Got it, you're away till the 30th. Could we say Thursday the 3rd?", True),
+    ("The earliest we have is Thursday the 3rd. Does that suit?", True),
+    ("How about the 3rd, or any day after the 5th?", False),
+    ("Would any day after the 3rd suit?", False),
+    ("Would the 3rd work for you, that's a Friday?", False),
+])
+def test_an_agents_proposal_may_restate_limits_and_name_the_weekday(proposal: str, runs: bool) -> None:
+    # class: the agent proposes one day beside the caller's limits it keeps, its weekday or its first free slot
+    call = lane(("c", "refund please"), ("a", proposal), ("c", "yes please"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

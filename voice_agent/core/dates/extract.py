@@ -249,7 +249,10 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     next_is_day = nxt == "the" and after_next[:1].isdigit()
     # "I'm away until the 7th now" (a limit moved), not "I'll take the second now" (an option).
     limit_now = nxt == "now" and prev in _LIMIT_CUES
-    if nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day and not limit_now:
+    # "the 4th friday" after "the fourth of December, a Friday?": the day and its weekday, when they agree
+    weekday_after = nxt in WEEKDAYS and _agrees(int(m["d"]), WEEKDAYS[nxt], ctx)
+    if (nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day and not limit_now
+            and not weekday_after):
         return False
     if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
         return False  # "the second one", "the 3rd 4729": a count, or part of a masked number
@@ -262,6 +265,12 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
         return True
     # A written "14th" at the start of a clause is a day; a spoken "first"/"second" there is not.
     return not spelled and (prev is None or not prev[0].isalnum())
+
+
+def _agrees(day: int, weekday: int, ctx: _Context) -> bool:
+    """Whether the next day numbered ``day`` falls on ``weekday``."""
+    d = day_of_month(day, ctx.reference, False)
+    return d is not None and d.weekday() == weekday
 
 
 def _abs(ctx: _Context, m: re.Match[str]) -> _Expr | None:
@@ -740,8 +749,10 @@ _FROM_THEN = re.compile(r"\b(?:from\s(?:then|that\sday)|then\son)\b")
 _AFTER_THEN = re.compile(r"\b(?:after\sthat|and\sthen|afterwards)\b")
 """Words that start a stretch the day after the one just named: "the 20th, and after that I'm away till"."""
 _SETTING_OFF = re.compile(r"\b(?:go|goes|going|leave|leaves|leaving|fly|flies|flying|head|heading|set\soff|start"
-                          r"|starts|starting|begin|begins|beginning)\b")
+                          r"|starts|starting|begin|begins|beginning|off\sto|away\sto)\b")
 """Words of setting off on the day named next: "I go on the 23rd", "it starts about the 14th"."""
+_NOT_BACK = re.compile(r"(?:\bnot|n't|\bnever)\s(?:be\s)?(?:back|home|return\w*)\b")
+"""Not being back until a day: the time away ends the day before it."""
 
 
 def _pair_ranges(norm: Normalised, exprs: list[_Expr], clause_of: Callable[[int], int]) -> list[_Expr]:
@@ -817,6 +828,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
             e.lo = e.hi = (week.week or week.lo) + timedelta(days=e.weekdays[0])
             e.movable = False
 
+    _pin_weekdays(norm, exprs, sentences)
+
     out: list[DateConstraint] = []
     prev: _Expr | None = None
     for n, e in enumerate(exprs):
@@ -875,6 +888,12 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 spans = [(ConstraintKind.RANGE, prev.hi + timedelta(days=1), e.hi, None, True)]
             elif _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
                 spans = [(ConstraintKind.RANGE, prev.lo, e.hi, None, True)]
+        elif (mode == "earliest" and prev is not None and prev.mode == "on" and prev.lo < e.lo
+                and _index_of(sentences, prev.start) == s_index and _NOT_BACK.search(norm.text[prev.end : e.start])
+                and _SETTING_OFF.search(norm.text[s_lo : prev.start])):
+            # "I'm off to Jean's on the 30th and I'll not be back till the Thursday": away from the day named
+            # before it until the day back, not only "from the Thursday"
+            spans = [(ConstraintKind.RANGE, prev.lo, e.lo - timedelta(days=1), None, True)]
         for kind, start, end, weekday, blocked in spans:
             item = DateConstraint(
                 kind=kind,
@@ -894,6 +913,52 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 out.append(item)
         prev = e
     return tuple(out)
+
+
+_APPOSITION = re.compile(r"^(?:\s|,|\.|-|'s\b|\b(?:the|then|that's|that|is|it's|on|so|yes|yeah|aye|fine|good|ok|okay"
+                         r"|grand|great|perfect|works|suits|please)\b)*$")
+"""What may stand between a weekday and the day number it names ("Saturday then, the 28th", "the 4th, Friday")."""
+_A_WEEKDAY = re.compile(r"(?:,|\b(?:that's|that\sis|it's|it\sis|which\sis|which's))\s(?:a|an)\s$")
+"""What says a weekday is the weekday of the day just named: "the 3rd of December, a Thursday"."""
+_AFTER_A_DAY = re.compile(r"\b(?:the|until|till|til|through|thru|to|before|by|back|while)\s$")
+"""Words before a weekday that make it the next such day after a day just named ("on the 30th ... back the
+Thursday", "from Monday the 30th till Thursday")."""
+
+
+def _pin_weekdays(norm: Normalised, exprs: list[_Expr], sentences: list[int]) -> None:
+    """Places an unqualified weekday by the day numbers said beside it, in place.
+
+    A weekday beside a day number that falls on it is that day ("Saturday then, the 28th", "the 4th, Friday");
+    "the Thursday" or "till Thursday" after a later day named in the same sentence is the next Thursday from that
+    day ("off on Monday the 30th and not back till the Thursday"), not the nearest to today.
+    """
+    for i, e in enumerate(exprs):
+        if e.shape != "weekday" or not e.movable:
+            continue
+        sentence = _index_of(sentences, e.start)
+        # "the 3rd of December, a Thursday", "would the 3rd work for you, that's a Thursday?"
+        named = [o for o in exprs[:i] if o.shape == "day" and _index_of(sentences, o.start) == sentence]
+        if named and named[-1].lo.weekday() == e.weekdays[0] and _A_WEEKDAY.search(norm.text[: e.start]):
+            e.lo = e.hi = named[-1].lo
+            e.movable = False
+            continue
+        for j in (i + 1, i - 1):
+            if not 0 <= j < len(exprs):
+                continue
+            o = exprs[j]
+            gap = norm.text[e.end : o.start] if j > i else norm.text[o.end : e.start]
+            if (o.shape == "day" and o.lo.weekday() == e.weekdays[0] and len(gap) <= 24
+                    and _APPOSITION.match(gap) and _index_of(sentences, o.start) == sentence):
+                e.lo = e.hi = o.lo
+                e.movable = False
+                break
+        else:
+            days = [o for o in exprs[:i] if o.shape == "day" and _index_of(sentences, o.start) == sentence]
+            if days and days[-1].lo > e.lo and e.redo is not None and _AFTER_A_DAY.search(norm.text[: e.start]):
+                placed = e.redo(days[-1].lo)
+                if placed is not None:
+                    e.lo = e.hi = placed
+                    e.movable = False
 
 
 def extract_constraints(text: str, reference: date) -> list[DateConstraint]:

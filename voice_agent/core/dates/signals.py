@@ -54,7 +54,7 @@ ten in the morning" limit no day)."""
 UNAVAILABLE = re.compile(
     r"\b(?:away|abroad|busy|travel\w*|trip|flying|fly|flight|hospital|surgery|operation|op|appointments?|shifts?"
     r"|nights|rota|working|work|job|asleep|sleep\w*|school|college|uni|court|funeral|wedding|visit\w*"
-    r"|staying|leave|course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
+    r"|staying|leave|(?<!of\s)course|training|exams?|recital|party|match|gym|dentist|doctor\w*|clinic|unavailable|gone"
     r"|moving\s(?:house|home|in|out)|move\s(?:house|home|in|out)|moves\sin|removals?"
     r"|occupied|tied|booked|signal|sick|ill|poorly|recover\w*|treatment|chemo|carer|caring|looking\safter"
     r"|childcare|nursery|interview|meeting|holiday|camping|cruise|conference|festival|site|overseas|out\sof"
@@ -65,10 +65,27 @@ UNAVAILABLE = re.compile(
 FREE = re.compile(r"\b(?:free|available|around|home|off|reachable|flexible|ok|okay|fine|good|works?|suits?)\b")
 """Words of being reachable (a day off, at home, free)."""
 
+_DAY_WORD = rf"(?:{_WEEKDAY}|\d{{1,2}}th|\d{{1,2}})"
+FOR_THE_DAY = re.compile(
+    r"\b(?:i'm|im|i\sam|we're|we\sare|i'll\sbe|ill\sbe|i\scan\sbe|be|are|is|'s)\s"
+    r"(?:usually\s|always\s|normally\s|totally\s|completely\s|pretty\s|mostly\s|all\s)?(?:free|available|reachable)\b"
+    r"|\b(?:free|available)\s(?:on|all\sday|every|most|any|that)\b"
+    rf"|\brest\s?days?\b|\bdays?\soff\b|\b{_DAY_WORD}\soff\b"
+    rf"|\b{_DAY_WORD}\s?(?:'s|is|are|would\sbe|will\sbe|'d\sbe|'ll\sbe)?\s(?:still\s|really\s|perfectly\s|absolutely\s"
+    r"|much\s)?(?:fine|good|ok|okay|suits?|better|best|perfect|great|grand|ideal|lovely|brilliant)\b"
+)
+"""Words that speak for a day: the caller is free then, it is a day off, the day suits ("Tuesdays are my days
+off", "I've Monday and Tuesday off", "the 1st is still fine"). Only with no word against it (see
+:func:`speaks_for`)."""
+
+AGAINST = ("negation", "contrast", "hedge", "past", "limit", "absence")
+"""The word classes of :func:`doubts` that say something against a day or make a statement less than plain."""
+
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
-NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
+NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
+                      r"|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
                       r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae"
                       # a day called bad: "a write-off", "forget it", "mad", "no go"
                       r"|write\s?-?\s?off|written\soff|forget\sit|no\sgo|no-go|nightmare|hopeless|mad|manic|hectic|chaos"
@@ -77,8 +94,8 @@ NEGATION = re.compile(r"\b(?:not|never|nothing|none|nope|nah|cannot|can't|won't|
                       # taking a day back: "forget the 9th", "drop the 9th", "never mind the 9th"
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
-                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt))")
-"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries")."""
+                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
+"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother")."""
 
 CONTRAST = re.compile(
     r"\b(?:but|except|unless|although|though|however|apart\sfrom|other\sthan|rather|instead|actually|wait|hang\son"
@@ -93,7 +110,11 @@ HEDGE = re.compile(
     # "this Thursday" / "next Thursday": which one is arguable
     r"|(?:this|next)\s(?:coming\s)?(?:mon|tue|wed|thu|fri|sat|sun)\w*"
     # deferring: "I need to ask my wife", "let me look at the calendar", "I'll get back to you"
-    r"|ask\s(?:my|the|her|him|them)|check|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
+    r"|ask\s(?:my|the|her|him|them)|let\syou\sknow|get\sback|see\sif|have\sa\slook|look\sat|diary"
+    # "I'll check with my wife", "need to check the rota" defer; "aye, check" and "can you check it's a Friday" do not
+    r"|(?:i'll|i\swill|i'd|i\sneed\sto|need\sto|have\sto|got\sto|gotta|must|should|might|i\scan|i'm\sgoing\sto"
+    r"|gonna|i\sjust\sneed\sto|wanna)\s(?:just\s|quickly\s|first\s)?(?:double[\s-]?)?check"
+    r"|check\s(?:with|wi|my|me|our|the\s(?:diary|calendar|rota|roster)|if|whether|first|again|and)"
     r"|calendar|pardon|come\sagain)\b"
     # "if" makes a condition, but "if that's alright" / "if you can" only asks politely
     r"|\bif\b(?!\s(?:that's|that\sis|it's|it\sis)\s(?:alright|all\sright|ok|okay|fine|possible|easier|no\strouble)"
@@ -114,8 +135,8 @@ the tool's action with a day asks for it (:mod:`voice_agent.core.guards.tool_ver
 REQUEST = re.compile(
     r"\b(?:zzdo|call|ring|phone|book|schedule|pencil|arrange|set\s(?:it|that|one)\sup|put\s(?:me|it|that)(?:\sdown)?"
     r"|works?|suits?|good|fine|great|ok|okay|perfect|best|ideal|prefer|let's|lets|go\s(?:with|for)|do\s(?:it|that)"
-    r"|please|can\syou|could\syou|can\swe|could\swe|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
-    r"|lovely|brilliant"
+    r"|please|can\syou|could\syou|can\swe|could\swe|can\sdo|would|want|like|need|try|say|shall|yes|yeah|yep|yup|sure"
+    r"|lovely|brilliant|happy"
     r"|grand|cool|champion|sound|spot\son|that's\sit|bang\son|cracking|ta|cheers|thanks|thank)\b"
 )
 """Words that ask for or accept something: "call me", "book it", "works", "suits", "please", "yes"."""
@@ -127,6 +148,9 @@ QUESTION = re.compile(r"\b(?:(?:what|which)\s(?:day|date|one)|when|pardon|sorry|
 STATE = re.compile(
     r"\b(?:i'm|i\sam|im|i'll\sbe|ill\sbe|i\swill\sbe|we're|we\sare|we'll\sbe|i've\sgot|ive\sgot|i\shave"
     r"|we've\sgot|we\shave|i've|ive|that's\swhen|that\sis\swhen|is\swhen|speaker\s\d)\b"
+    # "I'm happy with that", "I'm okay with Thursday": content with the day, not where the caller is
+    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content)"
+    r"(?:\s(?:with|wi)\s(?:that|it|this|the\s\w+|\w+day)|\s?[,.!]|$))"
 )
 """The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
 a statement about the day, not a plain yes or request."""
@@ -194,11 +218,12 @@ DURATION = re.compile(
     r"|whole\s|full\s)?(?:days?|nights?|weeks?|fortnight|months?)\b"
     r"|(?:\b|#)(?:a|an|couple\sof|few|\d+|num|several|some)\s(?:or\s(?:\d+|#num)\s)?(?:more\s)?"
     r"(?:days?|nights?|weeks?|fortnight|months?)\b"
-    r"|(?:\b\d+|#num)\s?-?\s?(?:day|night|week)\b|\b(?:days?|nights?|weeks?|fortnight)\s(?:later|after)\b"
-    r"|\b(?:the\s)?(?:week|days?|fortnight|month)\s(?:after|following|afterwards)\b|\bafter\s(?:that|it)\b"
-    r"|\b(?:a|one|the|whole|full)\s(?:week|fortnight)\b|\bweeks?\s(?:off|out)\b"
+    r"|(?:\b\d+|#num)\s?-?\s?(?:day|night|week)\b|\b(?:days?|nights?|weeks?|fortnight)\s(?:later|after)\b(?!\snext\b)"
+    r"|\b(?:the\s)?(?:week|weak|days?|fortnight|month)\s(?:after|following|afterwards)\b(?!\snext\b)|\bafter\s(?:that|it)\b"
+    r"|\b(?:a|one|the|whole|full)\s(?:week|weak|fortnight)\b(?!\safter\snext\b)|\bweeks?\s(?:off|out)\b"
 )
-"""A stretch that starts on a day named: "in on the 7th for five days", "laid up for the week after"."""
+"""A stretch that starts on a day named: "in on the 7th for five days", "laid up for the week after" ("the week
+after next" names a week; it is no stretch)."""
 
 RETURN = re.compile(r"\b(?:back|return\w*|home\s(?:on|from|by)|get\sin|land\w*|fly\w*\shome)\b")
 """Coming back on a day named: the caller is away before it ("back from Australia on the 13th")."""
@@ -218,13 +243,30 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
 
+_YEAH_NO = re.compile(r"\b(?:yeah|yes|ja|yep)\s?,?\s?no\s?,?\s?"
+                      r"(?=(?:that's|thats|that\sis|it's|its|that'll|that\swill)\s"
+                      r"(?:fine|grand|good|great|perfect|ok|okay|sound|lekker|sorted|lovely|be\sfine|do|work)\b)")
+""""yeah no, that's grand" (Irish, Australian and South African English): the "no" is no refusal."""
+
+_KEEP = re.compile(
+    r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
+    r"|(?:i'll|we'll|i\swill|we\swill)\snot\s(?:change|move)\s(?:it|that)"
+    r"|(?:don't|do\snot|won't|will\snot|not\sgoing\sto|not\sgonna|never\smind\schanging)\s(?:change|move|touch)"
+    r"\s(?:it|that|anything|a\sthing))(?!\s(?:to|for|from)\b)\b"
+)
+"""A change said not to happen ("no change", "I'll not change it", "don't change anything"): the day is kept
+(not "don't change it to the 9th", "can't change my shift")."""
+
+
 @lru_cache(maxsize=4096)
 def norm(text: str) -> str:
     """The engine's normalised form of ``text`` (lower case, numbers as digits, ordinals as ``<n>th``).
 
-    Cached: the contract reads every utterance of the call again at each date-bearing action.
+    A change said not to happen reads "keep it" (see :data:`_KEEP`). Cached: the contract reads every utterance
+    of the call again at each date-bearing action.
     """
-    return _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
 
 
 def without_quotes(text: str) -> str:
@@ -256,6 +298,23 @@ def _doubts(text: str) -> tuple[str, ...]:
         if pattern.search(n):
             found.append(name)
     return tuple(found)
+
+
+OUT = re.compile(r"\b(?:out|off\s(?:to|for|on)|gone|away)\b")
+"""Being out or off somewhere ("so I'm out", "off to my mum's"): never a word for the day."""
+
+
+def speaks_for(text: str) -> bool:
+    """Whether ``text`` only speaks for the days it names: a word of being free or of suiting, and no word of any
+    class against a day (negation, contrast, a hedge, the past, a limit, an absence, a stretch or a return).
+
+    "Rest days are Fridays and Saturdays" and "I've Monday and Tuesday off" speak for those days; "I do the food
+    bank every Thursday", "Thursdays I'm off to my mum's" and "I'm free after the 9th" do not.
+    """
+    n = norm(text)
+    if not FOR_THE_DAY.search(n) or set(doubts(text)) & set(AGAINST):
+        return False
+    return not (DURATION.search(n) or RETURN.search(n) or OUT.search(n))
 
 
 def could_bind(text: str) -> bool:

@@ -130,6 +130,15 @@ def _raw_tokens(text: str) -> list[Token]:
         if word[0].isdigit():
             digits = word.rstrip("stndrh")
             out.append(Token(f"{int(digits)}th" if digits != word else str(int(digits)), s, e))
+        elif word.startswith("t'") and len(word) > 2:
+            # "t'Monday", "on t'farm": a Northern "the" run into its word
+            out.append(Token("the", s, s + 2))
+            rest = word[2:]
+            if rest.endswith("'s") and rest[:-2] in WEEKDAYS:
+                out.append(Token(rest[:-2], s + 2, e - 2))
+                out.append(Token("'s", e - 2, e))
+            else:
+                out.append(Token(rest, s + 2, e))
         elif word.endswith("'s") and (word[:-2] in WEEKDAYS or word[:-2] in ("today", "tomorrow")):
             # "Tuesday's no good": the weekday must stand alone for the cue rules.
             out.append(Token(word[:-2], s, e - 2))
@@ -215,8 +224,37 @@ def _asr_repairs(toks: list[Token]) -> list[Token]:
         if tok.norm == "forth" and out and out[-1].norm in ("the", "twenty", "thirty", "on"):
             out.append(Token("fourth", tok.start, tok.end))  # "the forth": a recogniser's "fourth"
             continue
-        fixed = _ASR_CONTRACTIONS.get(tok.norm)
+        if tok.norm == "'" and out and out[-1].norm in _ELIDED and out[-1].end == tok.start:
+            # "t'27th", "the 14th o' December": a Northern "the" or "of" before a number or a word
+            out[-1] = Token(_ELIDED[out[-1].norm], out[-1].start, tok.end)
+            continue
+        fixed = _ASR_CONTRACTIONS.get(tok.norm) or _DIALECT_LIMITS.get(tok.norm)  # "afore then": before then
         out.append(Token(fixed, tok.start, tok.end) if fixed else tok)
+    return _dialect_until(out)
+
+
+_ELIDED = {"t": "the", "o": "of"}
+"""Words a Northern English speaker runs into the next with an apostrophe ("t'27th", "t'14th o' December")."""
+_DIALECT_LIMITS = {"afore": "before"}
+"""Limit words of Northern English and Scots: "afore" is "before"."""
+_DAY_WORDS = frozenset({"christmas", "easter", "new", "next", "end"} | set(WEEKDAYS) | set(MONTHS))
+
+
+def _names_a_day(norm: str) -> bool:
+    return norm in _DAY_WORDS or norm[:1].isdigit()
+
+
+def _dialect_until(toks: list[Token]) -> list[Token]:
+    """"while" straight before a day is Northern English for "until" ("not back while the Thursday", "there while
+    after New Year"); standard English never says so ("while the kettle boils" stays)."""
+    out = list(toks)
+    for i, tok in enumerate(out[:-1]):
+        if tok.norm != "while":
+            continue
+        nxt = out[i + 1].norm
+        after = out[i + 2].norm if i + 2 < len(out) else ""
+        if _names_a_day(nxt) or (nxt in ("the", "after") and _names_a_day(after)):
+            out[i] = Token("until", tok.start, tok.end)
     return out
 
 

@@ -28,6 +28,7 @@ from voice_agent.core.dates.binding import DateBinding
 from voice_agent.core.dates.extract import extract_constraints
 from voice_agent.core.dates.model import WEEKDAY_NAMES, ConstraintKind, DateConstraint
 from voice_agent.core.dates.reading import DateReading, ReadStatement
+from voice_agent.core.dates.subjects import DateSubject, StatementKind
 from voice_agent.core.guards.date_guard import (
     Citation,
     DateCheck,
@@ -244,7 +245,8 @@ class DateContract:
             return decision(DateAction.CONFIRM, Why.NOT_ASKED, reason, binding_said)
         heard = said[assent]
         acknowledged = _read_back(said, assent)
-        later = [s for s in said[assent + 1 :] if _unsettles(s, d)]
+        later = [s for s, asked in _with_asked(said[assent + 1 :], said[assent].text)
+                 if _unsettles(s, d, self.guard.reference, asked)]
         if later and rule_breaks and any(c.turn > heard.turn for c in rules.citations):
             # What the caller said after asking for it is itself a clear break: "actually no, make it the 25th".
             return decision(DateAction.REFUSE, Why.BREAKS, rules.reason, rules.citations)
@@ -265,7 +267,8 @@ class DateContract:
         # unless they name this very day: "the 9th is my dad's funeral" needs its read-back.
         named_turn = _last_naming(said[: assent + 1], d, self.guard.reference)
         unheard = [c for c in touching
-                   if not _in(c.words, acknowledged) and (c.turn >= named_turn or _names_the_day(c.words, d))]
+                   if not _in(c.words, acknowledged)
+                   and (c.turn >= named_turn or _names_the_day(c.words, d, self.guard.reference))]
         if unheard:
             return decision(DateAction.CONFIRM, Why.COULD_BIND,
                             f"The caller said things about {d} (or days like it) before agreeing to it. Read them "
@@ -355,18 +358,57 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
     """
     found = None
     for i, s, agents in _replies(said):
-        if signals.doubts(s.text):
+        # What the caller said about something else in the same breath ("I rang on the 14th, nobody got back,
+        # so ring me the 24th"; "ha, we had ours in October. The 26th, yes") neither asks nor doubts.
+        text, own = _without_asides(s, reference)
+        if not text or signals.doubts(text):
             continue
-        own = s.constraints
-        proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d)
-        yes = (is_affirmation(s.text) or signals.accepts(s.text)) and not signals.questions(s.text)
-        asked = signals.asks(s.text) or _answers_a_question_for_a_day(agents)
+        proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
+                                              " ".join(a.text for a in agents))
+        # "I suppose the 9th could work?" asks back: no yes
+        yes = ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+               and not text.rstrip().endswith("?"))
+        asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
-        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(s.text)
-        if requested or (proposed and yes and _echoes(s.text, own, d)):
+        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(text)
+        if requested or (proposed and yes and _echoes(text, own, d)):
             found = i
     return found
+
+
+def _aside(clause: str, reference: date) -> bool:
+    """Whether a caller's clause is about something else, not when to book: what happened ("I rang about it on the
+    14th", "nobody got back to me", "we had ours in October": past tense, or only days before today) or a date of
+    a charge or a thing ("the bill's dated the 1st", "the new SIM's arriving on the 21st").
+
+    Only with no word against a day but the past, what the caller has or a limit, and nothing pointing back at
+    a day ("that day", "then"): "the 26th, I had the dentist then" is no aside.
+    """
+    n = signals.norm(clause)
+    if not set(signals.doubts(clause)) <= {"past", "state", "limit"} or signals.ANAPHORA.search(n):
+        return False
+    found = extract_constraints(clause, reference)
+    if not found:
+        # no day at all: only a past tense clause ("nobody got back to me", "I was told to wait")
+        return "past" in signals.doubts(clause) and not signals.TIME_WORD.search(n)
+    if all(c.end is not None and c.end < reference for c in found):
+        return True
+    # a thing's date, not asked for ("can you cancel my subscription on the 31st" asks for it)
+    return not signals.asks(clause) and all(
+        c.statement is StatementKind.EVENT and c.subject in (DateSubject.CHARGE_PERIOD, DateSubject.NONE)
+        for c in found)
+
+
+def _without_asides(s: SaidDates, reference: date) -> tuple[str, tuple[DateConstraint, ...]]:
+    """A caller's words without their asides (see :func:`_aside`), and the dates read from what is left."""
+    pieces = signals.clauses(s.text)
+    asides = [p for p in pieces if _aside(p, reference)]
+    if not asides:
+        return s.text, s.constraints
+    spans = {(c.kind, c.start, c.end, c.weekday) for p in asides for c in extract_constraints(p, reference)}
+    kept = ", ".join(p for p in pieces if p not in asides)
+    return kept, tuple(c for c in s.constraints if (c.kind, c.start, c.end, c.weekday) not in spans)
 
 
 def _last_naming(said: Sequence[SaidDates], d: date, reference: date) -> int:
@@ -415,6 +457,7 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     """The single day the caller's own clauses name as a choice (hedged or corrected to it), and whether a month
     was named with it; None when no clause does, or they name different days."""
     days: set[tuple[date, bool]] = set()
+    weekdays: set[date] = set()
     for clause in signals.clauses(text):
         if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
             continue
@@ -425,6 +468,11 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
                          for c in found):
             month_named = re.search(rf"\b(?:{_MONTHS})\b", signals.norm(clause)) is not None
             days.update((c.start, month_named) for c in found if c.start is not None)
+            if _bare_weekday(clause):
+                weekdays.update(c.start for c in found if c.start is not None)
+    # "he says Friday then, Friday the 27th": a bare weekday beside a day on that weekday is that day
+    numbered = {day.weekday() for day, _ in days if day not in weekdays}
+    days = {(day, m) for day, m in days if day not in weekdays or day.weekday() not in numbered}
     return days.pop() if len(days) == 1 else None
 
 
@@ -436,17 +484,74 @@ def _same_day(choice: tuple[date, bool] | None, d: date) -> bool:
     return day == d or (day.day == d.day and not month_named)
 
 
-def _names_the_day(words: str, d: date) -> bool:
+_PINNED = re.compile(rf"\b(?P<wd>{signals.WEEKDAY_WORDS})\s(?:the\s)?(?P<n>\d{{1,2}})(?:th|st|nd|rd)\b"
+                     rf"|\b(?P<n2>\d{{1,2}})(?:th|st|nd|rd)\s(?P<wd2>{signals.WEEKDAY_WORDS})\b")
+"""A weekday said with a day number ("monday the 30th", "the 30th monday")."""
+
+
+def _next_with_day(number: int, reference: date) -> date | None:
+    """The first day numbered ``number`` on or after ``reference`` (within a year)."""
+    year, month = reference.year, reference.month
+    for _ in range(13):
+        try:
+            day = date(year, month, number)
+        except ValueError:
+            day = None
+        if day is not None and day >= reference:
+            return day
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return None
+
+
+def _pinned(m: re.Match[str], reference: date) -> tuple[int, bool]:
+    """A weekday said with a day number: the number, and whether the next day with that number is that weekday."""
+    number = int(m["n"] or m["n2"])
+    day = _next_with_day(number, reference)
+    return number, day is not None and WEEKDAY_NAMES[day.weekday()].lower().startswith((m["wd"] or m["wd2"])[:3])
+
+
+def _muddled(n: str, reference: date) -> bool:
+    """Whether a normalised clause says a weekday with a day number that is not that weekday, and no month ("monday
+    the 8th" when the 8th is a Tuesday): which day the caller means is not known."""
+    return re.search(rf"\b(?:{_MONTHS})\b", n) is None and any(
+        not _pinned(m, reference)[1] for m in _PINNED.finditer(n))
+
+
+def _unpinned(n: str, d: date, reference: date) -> str:
+    """A normalised clause with each weekday said with another day's number written as that number alone.
+
+    "could you ring on monday the 30th" names the 30th, not every Monday: the weekday is pinned to the next day
+    with that number (only when that day does fall on that weekday; "monday the 8th", when the 8th is a
+    Tuesday, keeps its Monday). A weekday said with ``d``'s own number is kept.
+    """
+    def one(m: re.Match[str]) -> str:
+        number, agrees = _pinned(m, reference)
+        return f"the {number}th" if agrees and number != d.day else m.group(0)
+
+    return _PINNED.sub(one, n)
+
+
+def _offers(words: str, d: date, reference: date) -> bool:
+    """Whether a clause only offers days, ``d`` among them, hedged at most ("the 14th might work or the 15th
+    either"): every day read is one day asked for, and no word but a hedge is said of them."""
+    found = extract_constraints(words, reference)
+    return (bool(found) and set(signals.doubts(words)) <= {"hedge"} and not signals.OUT.search(signals.norm(words))
+            and all(c.kind is ConstraintKind.ON and not c.blocked for c in found) and any(c.start == d for c in found))
+
+
+def _names_the_day(words: str, d: date, reference: date) -> bool:
     """Whether a clause names ``d`` by its day number or its weekday ("the 9th is my dad's funeral", "Wednesdays I'm
     at the allotment"): a statement about that very day, which only a read-back of it answers.
 
     A correction *to* the day is not one: after the last word of contrast before the day ("no wait, the 1st is
     better", "I mean I can do the 4th instead") nothing is said against it.
     """
-    n = signals.norm(words)
+    n = _unpinned(signals.norm(words), d, reference)
     days = list(re.finditer(rf"\b{d.day}(?:th|st|nd|rd)?\b|\b{_weekday_stem(d)}", n))
-    if not days:
-        return False
+    if not days or signals.speaks_for(words):
+        return False  # "rest days are Fridays and Saturdays" names Saturday only to speak for it
+    if _offers(words, d, reference):
+        return False  # "the 14th might work, or the 15th": the day offered, not spoken against
     before = n[: days[-1].start()]
     turns = list(signals.CONTRAST.finditer(before))
     if turns:
@@ -463,12 +568,27 @@ def _bare_weekday(text: str) -> bool:
             and re.search(r"\d", n) is None and re.search(rf"\b(?:{_MONTHS})\b", n) is None)
 
 
-def _proposes(constraints: Sequence[DateConstraint], d: date) -> bool:
-    """Whether agent lines propose ``d``: they name that day, and any other span they name holds it."""
-    named = [c for c in constraints if c.start == d and c.end == d]
+def _proposes(constraints: Sequence[DateConstraint], d: date, text: str = "") -> bool:
+    """Whether agent lines propose ``d``: they name that day, and any other span they name holds it.
+
+    A limit the agent restates that ``d`` keeps ("so not the week of the 23rd. How about the 3rd?", "you're away
+    till the 30th. Could we say the 3rd?") is no other day offered; the first slot named ("the earliest we have is
+    Thursday the 3rd") names that day.
+    """
+    first_slot = _FIRST_SLOT.search(signals.norm(text)) is not None
+    named = [c for c in constraints if (c.start == d and c.end == d)
+             or (first_slot and c.kind is ConstraintKind.AFTER and c.start == d)]
     return bool(named) and all(
-        (c.start == d and c.end == d) or (not c.blocked and c.weekday is None and c.contains(d)) for c in constraints
+        (c.start == d and c.end == d) or c in named
+        or (not c.blocked and c.weekday is None and c.kind not in _LIMIT_KINDS and c.contains(d))
+        or ((c.blocked or c.kind in _LIMIT_KINDS) and c.allows(d))
+        for c in constraints
     )
+
+
+_FIRST_SLOT = re.compile(r"\b(?:earliest|first\s(?:available|free|slot|opening)|next\s(?:available|free|slot|opening)"
+                         r"|soonest)\b")
+"""The agent naming its first free slot: "the earliest we have is Thursday the 3rd"."""
 
 
 def _echoes(text: str, own: Sequence[DateConstraint], d: date) -> bool:
@@ -511,21 +631,53 @@ _NOTHING_ELSE = re.compile(
 """A "no" that only answers "anything else?" ("no, that's everything", "no thanks")."""
 
 
-def _unsettles(s: SaidDates, d: date) -> bool:
+def _with_asked(said: Sequence[SaidDates], before: str) -> Iterator[tuple[SaidDates, str]]:
+    """Each utterance with the agent's words just before it ("" when the caller spoke last)."""
+    asked = ""
+    for s in said:
+        yield s, asked
+        asked = s.text if s.kind is EntryKind.AGENT else ""
+
+
+_ASKS_THE_TIME = re.compile(r"\b(?:what\stime|any\s(?:particular\s)?time|time\sof\sday|best\stime|morning|afternoon"
+                            r"|evening|am|pm|o'clock|lunch\w*)\b")
+"""An agent's question about the hour of the day booked ("Any particular time?", "Morning or afternoon?")."""
+_AN_HOUR = re.compile(r"(?:#num|\b\d{1,2}(?!\d|th\b))(?:[:.]\d\d)?|\b(?:morning|afternoon|evening|lunch\w*|noon|midday"
+                      r"|tea\s?time|first\sthing|any\s?time|after\s(?:work|school))\b")
+"""An hour or a part of the day ("after five", "2 pm", "afternoon", "first thing")."""
+
+
+def _names_the_hour(text: str, asked: str) -> bool:
+    """Whether a reply only gives the hour the agent asked for: "After five, when I finish the work" answering "Any
+    particular time?" names no day, doubts nothing, and says what the caller has on only of the hours."""
+    if "?" not in asked or not _ASKS_THE_TIME.search(signals.norm(asked)):
+        return False
+    n = signals.norm(text)
+    return (_AN_HOUR.search(n) is not None and not signals.SPAN_WORD.search(n) and not signals.ANAPHORA.search(n)
+            and set(signals.doubts(text)) <= {"absence", "state"})
+
+
+def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
-    acknowledgement or a goodbye; from the agent, another day named."""
+    acknowledgement, a goodbye, an aside about something else (see :func:`_aside`) or the hour the agent asked
+    for; from the agent, another day named."""
     if s.kind is EntryKind.AGENT:
         # The agent restating the day ("Tuesday the 1st is booked") changes nothing; naming another day might.
         return any(not (c.start == d and c.end == d) for c in s.constraints)
+    text, own = _without_asides(s, reference)
+    if not text:
+        return False  # "I rang twice last week and nobody called": what happened
+    if not own and _names_the_hour(text, asked):
+        return False  # "after five, when I finish work", answering "any particular time?"
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
-    text = _NOTHING_ELSE.sub("", s.text)
+    text = _NOTHING_ELSE.sub("", text)
     if signals.only_acknowledges(text) or signals.doubts(text):
         return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
     # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
-    if any(not (c.start == d and c.end == d) and not echoes_day(text, c, d) for c in s.constraints):
+    if any(not (c.start == d and c.end == d) and not echoes_day(text, c, d) for c in own):
         return True
-    return bool(signals.TIME_WORD.search(signals.norm(text))) and not s.constraints
+    return bool(signals.TIME_WORD.search(signals.norm(text))) and not own
 
 
 def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citation]:
@@ -539,9 +691,8 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     out: list[Citation] = []
     weekday = _weekday_stem(d)
     month = d.strftime("%B").lower()
-    for s in said:
-        if s.kind is not EntryKind.CALLER:
-            continue
+    for _i, s, agents in _replies(said):
+        offered = _answers_a_question_for_a_day(agents)
         for clause in signals.clauses(s.text):
             n = signals.norm(clause)
             spans = signals.names_days(clause)
@@ -551,6 +702,10 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             doubts = set(signals.doubts(clause))
             if "past" in doubts and not doubts & {"negation", "absence", "state"}:
                 continue  # what happened: "it was off from the 2nd", "I've had it since March"
+            if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
+                continue  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` among them
+            if signals.speaks_for(clause) and not signals.ONLY.search(n):
+                continue  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
             found = extract_constraints(clause, reference)
             if found and all(c.end is not None and c.end < reference for c in found) and (
                     doubts & {"negation", "absence", "state"}) and any(
@@ -562,14 +717,18 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
             recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
             month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
-            singular = re.search(rf"\b{weekday}", n) is not None and not recurring
+            # "monday the 30th" names the 30th: it says nothing of another Monday
+            singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
             # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
             # Australia on the 13th"): the rules read one day, the caller is away for more.
             spread = bool(found) and (
                 (signals.DURATION.search(n) is not None
                  and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
                 or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
-                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)))
+                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
+                    # "going on the 5th and not back till the 12th": the rules read when the time away starts
+                    and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
+                                for c in found)))
             if spread:
                 out.append(Citation(s.turn, clause))
                 continue
@@ -577,14 +736,27 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
                 any(c.covers(d) for c in found)
                 or recurring or month_named
                 or (singular and risky)
+                # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
+                or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
                 or anaphora
                 or signals.ONLY.search(n) is not None
                 # a day or span the rules could not read, said with a limit or an absence, that could be this day
                 or (not found and risky and not _other_days_only(n, d))
             )
-            if touches and not _understood_and_allowed(clause, found, d):
+            if touches and not _understood_and_allowed(clause, found, d, reference):
                 out.append(Citation(s.turn, clause))
     return out
+
+
+_LIST_WORDS = re.compile(r"\b(?:so|or|and|then|either|the|on|any|a|well|um|uh|er|erm|like|maybe|perhaps|probably"
+                         r"|only|just|mostly|usually|normally|best|ideally|preferably)\b|[,.;:!?'-]")
+
+
+def _only_days(n: str) -> bool:
+    """Whether a normalised clause is only a list of days ("so tuesdays or thursdays", "maybe the 14th or the 15th"):
+    nothing is said of them but that they are offered."""
+    rest = _LIST_WORDS.sub(" ", signals.SPAN_WORD.sub(" ", n))
+    return signals.SPAN_WORD.search(n) is not None and not rest.strip()
 
 
 def _weekday_stem(d: date) -> str:
@@ -601,7 +773,7 @@ def _other_days_only(n: str, d: date) -> bool:
     return bool(words) and len(names) == len(words) and not any(w.startswith((weekday, month)) for w in names)
 
 
-def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date) -> bool:
+def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: date, reference: date) -> bool:
     """Whether the rules read the days of ``clause`` and, read with the clause's own words, they allow ``d``.
 
     The rules give the span; whether the span is when the caller can or cannot be reached is read again here
@@ -615,6 +787,8 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
         # "then" / "that week" point at a day this clause does not name (one it names: that one, however many
         # limits it sets on it: "not before the 14th, I'm away until then")
         return False
+    if _muddled(n, reference):
+        return False  # "I can't do Monday the 8th" when the 8th is a Tuesday: the Monday or the 8th, not known
     free = signals.FREE.search(n) is not None and signals.NEGATION.search(n) is None
     away = (signals.NEGATION.search(n) is not None or signals.UNAVAILABLE.search(n) is not None
             or (signals.STATE.search(n) is not None and not free))
@@ -628,9 +802,10 @@ def _understood_and_allowed(clause: str, found: Sequence[DateConstraint], d: dat
         if c.kind in _LIMIT_KINDS or c.blocked:
             if not c.allows(d):
                 return False
-        elif away == c.covers(d):  # away inside the span, or a window (a day asked for) that leaves d out
+        elif away and c.covers(d):  # away inside the span
             return False
-    return True
+    # Windows asked for or offered ("the 14th might work or the 15th"): ``d`` must be one of them.
+    return away or not windows or any(c.covers(d) for c in windows)
 
 
 def _binding_statements(said: Sequence[SaidDates], binding: DateBinding) -> list[Citation]:

@@ -26,7 +26,7 @@ from voice_agent.core.transcript import EntryKind, TranscriptEntry, TranscriptLa
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][\d:.+\-Z]*)?")
 _AFFIRM_START = re.compile(
-    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm)\W+)*"
+    r"^\W*(?:(?:uh|um|er|erm|oh|well|right|mm|so|and|please|(?:he|she|they|mum|dad)\s(?:says|said))\W+)*"
     r"(?:yes|yeah|yep|yup|uh-?\s?huh|mm-?\s?hmm|mhm|ok|okay|sure|perfect|great|fine|lovely|brilliant|excellent|cool"
     r"|alright|all\sright"
     r"|aye|ta|sorted|grand|champion|nice\sone|bang\son|cheers|go\son|that'll\sdo|that'd\sdo|righto|right\sthen"
@@ -34,11 +34,25 @@ _AFFIRM_START = re.compile(
     r"|that'd\sbe\s(?:great|good|fine|perfect|lovely|ideal)|that\sshould\sbe\s(?:fine|ok|okay|good)|i\ssuppose\sso"
     r"|suppose\sso|go\son\sthen|i\sguess\sso|fair\senough|deal|done"
     r"|absolutely|definitely|correct|right|go\sahead|please\sdo|sounds\s(?:good|great|fine|perfect)"
-    r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme)\b"
+    r"|that\s(?:works|sounds|would\sbe)|that's\s(?:fine|great|good|perfect|lovely|ok|okay)|works\sfor\sme"
+    # assent in other words: "no problem", "not a bother", "of course", "you bet", "sound", "I can do that"
+    r"|no\s(?:problem|worries|bother)|not\sa\s(?:problem|bother)|of\scourse|certainly|you\sbet|sound|by\sall\smeans"
+    r"|can\sdo|(?:i|we)\scan\sdo\s(?:that|it|then|the\s\w+|\w+day)"
+    # South African, Indian, American, Irish, Australian: "ja", "haan", "alrighty", "shot", "deadly", "sweet"
+    r"|(?:i\s|we\s)?(?:think|guess|reckon)\sso|(?:i\s|we\s)?(?:guess|reckon)\s(?:that|it|thursday|\w+day)'ll\sdo"
+    r"|ja|jah|yebo|haan|alrighty|righty|(?:you\s)?betcha|shot|sharp|lekker|deadly|sweet|no\sissues?|why\snot"
+    r"|(?:that's|it's)\sa\sdate|sounds\slike\sa\splan|lovely\sjob|let's\s(?:go\swith|do)\s(?:that|it|the\s\w+|\w+day)"
+    r"|(?:that'd|that\swould|that\swill|that'll)\sbe\s(?:just\s)?(?:fine|great|good|perfect|lovely|ideal|grand|brilliant)"
+    r"|book\s(?:me|it|us)\s(?:in|down)|put\s(?:me|us)\s(?:down|in)|(?:i'm|i\sam)\s(?:happy|okay|ok|fine|good)"
+    r"|(?:that's|that\sis|it's|it\sis)\s(?:no|not\sa)\s(?:problem|bother))\b"
 )
 _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
     r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
+    # the day itself approved: "Thursday is okay", "Thursday is suiting me", "Thursday it is", "the 3rd it is"
+    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?s?\s(?:is|would\sbe|will\sbe)\s(?:just\s)?(?:okay|ok|fine|good"
+    r"|great|perfect|grand|lovely|suiting|lekker)\b|\b(?:\w+day|\d{1,2}(?:st|nd|rd|th)?)\sit\sis\W*$"
+
     # A verb of suiting or going ahead ("that suits me", "go for it"), and a bare approving word as the whole
     # reply ("Good.", "Very good.", "Marvellous."): the refusal words below still veto them.
     r"|\bsuits?\s(?:me|us)\b|\bgo\sfor\sit\b"
