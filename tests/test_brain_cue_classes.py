@@ -113,3 +113,26 @@ def test_a_bare_approving_word_is_a_yes(text: str) -> None:
 @pytest.mark.parametrize("text", NOT_YES)
 def test_a_refusal_or_a_question_is_not_a_yes(text: str) -> None:
     assert not is_affirmation(text), text
+
+
+# A limit said over two sentences, the second placing itself by the day the first named ("before then"): one fact.
+TWO_SENTENCE_LIMITS = [
+    ("I'm in hospital until the 9th. Please don't phone before then.", "Please don't phone before then"),
+    ("Abroad till Friday. Nobody ring me until then, please.", "Nobody ring me until then, please"),
+    ("We're at my sister's until the 21st. Nothing before that date.", "Nothing before that date"),
+]
+NOT_CONTINUATIONS = [
+    ("I'm away until the 9th. Thanks for your help.", "Thanks"),
+    ("Off till the 14th. Ring me on the 20th.", "Ring me on the 20th"),  # a day of its own: another statement
+]
+
+
+@pytest.mark.parametrize(("text", "second"), TWO_SENTENCE_LIMITS)
+def test_a_limit_said_again_by_pointing_back_is_noted_whole(text: str, second: str) -> None:
+    noted = _note(text).get("timing_constraint", "")
+    assert second in noted and noted in text  # both sentences, still the caller's own words
+
+
+@pytest.mark.parametrize(("text", "second"), NOT_CONTINUATIONS)
+def test_a_sentence_that_does_not_point_back_is_not_joined(text: str, second: str) -> None:
+    assert second not in _note(text).get("timing_constraint", "")

@@ -255,8 +255,30 @@ def _timing_span(text: str, reference: dt.date) -> str | None:
         found = [c for c in extract_constraints(piece, reference) if not c.is_positive]
         return bool(found) and (bool(_REACH.search(piece)) or any(c.blocked for c in found))
 
-    span = _fact_span(text, limits)
+    pieces = _sentences(text)
+    hits: list[str] = []
+    for i, sentence in enumerate(pieces):
+        if limits(sentence):
+            hits.append(_trimmed(sentence, limits))
+        elif hits and i and limits(pieces[i - 1]) and _refers_back(sentence, reference):
+            # "Away till the 14th. No calls before then.": the second sentence is the same limit, said of the
+            # day the first named; the two are one fact, quoted whole (adjacent, so still the caller's words).
+            hits[-1] = f"{hits[-1]} {sentence}"
+    span = " ".join(hits)
     return span.rstrip(".!") if span else None
+
+
+# A time said by pointing back at one already named: "before then", "until that day", "after that date".
+_BACK_REFERENCE = re.compile(
+    r"\b(?:before|until|till|til|after|by|from|since|past)\s+(?:then|that(?:\s+(?:date|day|time|point))?)\b"
+)
+
+
+def _refers_back(sentence: str, reference: dt.date) -> bool:
+    """Whether ``sentence`` names no day of its own and places itself by a day said before ("before then")."""
+    return bool(_BACK_REFERENCE.search(sentence.lower())) and not any(
+        c.start or c.end or c.weekday is not None for c in extract_constraints(sentence, reference)
+    )
 
 
 _FRAGMENT_WORDS = 4
