@@ -705,3 +705,21 @@ def test_an_agents_proposal_may_restate_limits_and_name_the_weekday(proposal: st
     # class: the agent proposes one day beside the caller's limits it keeps, its weekday or its first free slot
     call = lane(("c", "refund please"), ("a", proposal), ("c", "yes please"))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said", [
+    "I'm not having that second one stay on the bill, it was never mine.",
+    "It's not the first time this has gone wrong, honestly.",
+    "Don't leave the third charge on there.",
+])
+def test_an_ordinal_that_counts_a_thing_is_no_word_against_the_day(said: str) -> None:
+    # class: "second", "first", "third" counting charges or times, which the could-bind signal read as days
+    call = lane(("c", said), ("a", "I can book a callback for " + spoken_date(d(11, 24)) + ". Does that work?"),
+                ("c", "Perfect, thank you."))
+    assert decide(call, d(11, 24)).action is DateAction.RUN
+
+
+def test_an_ordinal_day_beside_an_absence_still_could_bind() -> None:
+    call = lane(("c", "I'm away on the second, can't take calls"),
+                ("a", "I can book a callback for " + spoken_date(d(12, 2)) + ". Does that work?"), ("c", "ok"))
+    assert decide(call, d(12, 2)).action is not DateAction.RUN
