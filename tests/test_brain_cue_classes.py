@@ -136,3 +136,30 @@ def test_a_limit_said_again_by_pointing_back_is_noted_whole(text: str, second: s
 @pytest.mark.parametrize(("text", "second"), NOT_CONTINUATIONS)
 def test_a_sentence_that_does_not_point_back_is_not_joined(text: str, second: str) -> None:
     assert second not in _note(text).get("timing_constraint", "")
+
+
+# A wish said without a verb: the form the money should take, or the charge with what should happen to it.
+VERBLESS_WISHES = [
+    "Refund as credit on the account.",
+    "Twenty quid as an account credit, that's all.",
+    "Late fee waived, and we're square.",
+    "the double payment reversed and im happy",
+]
+NOT_VERBLESS_WISHES = [
+    "The charge was removed last month, I checked.",
+    "I had the fee waived once before.",
+    "Is it paid back as credit or cash?",
+    "Does the money come as a refund?",
+]
+
+
+@pytest.mark.parametrize("text", VERBLESS_WISHES)
+def test_a_wish_said_without_a_verb_is_noted_in_the_callers_words(text: str) -> None:
+    note = _note(text)
+    assert "requested_resolution" in note, text
+    assert note["requested_resolution"] in text
+
+
+@pytest.mark.parametrize("text", NOT_VERBLESS_WISHES)
+def test_what_happened_or_a_question_is_not_a_verbless_wish(text: str) -> None:
+    assert "requested_resolution" not in _note(text)

@@ -146,6 +146,27 @@ _OUTCOME = (
     r"|(?:on|onto|to|into|against|with) (?:my|the) (?:account|bill))"
 )
 _RESOLUTION = re.compile(rf"\b{_WISH}\b.{{0,80}}\b{_OUTCOME}|\b{_OUTCOME}\b.{{0,60}}\bplease\b")
+# A wish said without a verb, as a terse caller says it: the form the money should take ("Kettle money as account
+# credit", "Refund as credit on the account") or the charge named with what should happen to it ("the extra charge
+# removed", "fee waived"). Not in a question ("Is it paid as credit?"), and not after a verb that says it happened
+# ("the charge was removed", "I had the fee waived"): those are matched with the whole text.
+_ELLIPTICAL_WISH = re.compile(
+    r"\bas (?:an? )?(?:account )?(?:credit|refund)\b"
+    r"|\b(?:charges?|money|amount|fees?|payments?|difference|extra|duplicate)"
+    r" (?:removed|refunded|credited|waived|taken off|knocked off|scrapped|cancelled|reversed)\b"
+)
+_HAPPENED = re.compile(r"\b(?:was|were|been|had|got|has|have|is|are|get|gets)\b(?: \w+){0,4} "
+                       r"(?:removed|refunded|credited|waived|taken off|knocked off|scrapped|cancelled|reversed|paid)\b")
+_WISH_SAID = re.compile(rf"{_RESOLUTION.pattern}|{_ELLIPTICAL_WISH.pattern}")
+
+
+def _wishes(lowered: str) -> bool:
+    """Whether the caller's words ask for an outcome: a want or preference said of it, or a verbless wish."""
+    if _RESOLUTION.search(lowered):
+        return True
+    return bool(_ELLIPTICAL_WISH.search(lowered)) and not _QUESTION.search(lowered) and not _HAPPENED.search(lowered)
+
+
 # An attempt, by tense and aspect: something the caller (or someone for them) already did about it. The
 # present perfect ("I've been onto the bank", "I've had a go"), the past simple with a subject ("I rang",
 # "my husband phoned", "we went to the shop"), the emphatic past ("I did try"), the past perfect ("I had
@@ -898,8 +919,8 @@ class BillingReferenceBrain:
         text = ctx.latest_user
         lowered = text.lower()
         note: dict[str, Any] = {}
-        if _RESOLUTION.search(lowered) and not _CREDIT.search(lowered):
-            note["requested_resolution"] = _matching_sentences(text, _RESOLUTION)
+        if _wishes(lowered) and not _CREDIT.search(lowered):
+            note["requested_resolution"] = _matching_sentences(text, _WISH_SAID)
         if _ATTEMPTED.search(lowered):
             note["already_attempted"] = _matching_sentences(text, _ATTEMPTED)
         reference = ctx.reference_date
