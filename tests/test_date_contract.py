@@ -723,3 +723,20 @@ def test_an_ordinal_day_beside_an_absence_still_could_bind() -> None:
     call = lane(("c", "I'm away on the second, can't take calls"),
                 ("a", "I can book a callback for " + spoken_date(d(12, 2)) + ". Does that work?"), ("c", "ok"))
     assert decide(call, d(12, 2)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("answer", ["Lovely. Could you also email me the invoice?",
+                                    "Yes please. And can you put the credit through now?"])
+def test_a_yes_then_a_question_about_another_matter_is_a_yes(answer: str) -> None:
+    # class: the caller agrees, then asks about something else in the same breath ("Great. And can you...?")
+    call = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", answer))
+    assert decide(call, d(11, 27)).action is DateAction.RUN
+
+
+@pytest.mark.parametrize("answer", ["Yes. Is that a Friday?", "Okay. Will I be home by then?",
+                                    "Fine. Could it be later in the week?"])
+def test_a_yes_then_a_question_about_the_day_is_no_yes(answer: str) -> None:
+    call = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", answer))
+    assert decide(call, d(11, 27)).action is not DateAction.RUN
