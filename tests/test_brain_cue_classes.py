@@ -163,3 +163,28 @@ def test_a_wish_said_without_a_verb_is_noted_in_the_callers_words(text: str) -> 
 @pytest.mark.parametrize("text", NOT_VERBLESS_WISHES)
 def test_what_happened_or_a_question_is_not_a_verbless_wish(text: str) -> None:
     assert "requested_resolution" not in _note(text)
+
+
+# A wish put as a request to the agent ("could you ..."), or with the charge between a phrasal verb and its particle.
+REQUESTED_WISHES = [
+    "Would you waive that admin charge for me?",
+    "Can you knock the delivery fee off?",
+    "i want the overdue charge taking off my bill",
+    "Will you just cancel the duplicate one, please?",
+]
+NOT_REQUESTED_WISHES = [
+    "Could you tell me when my statement closes?",
+    "Can you take a message for my husband?",
+]
+
+
+@pytest.mark.parametrize("text", REQUESTED_WISHES)
+def test_a_wish_put_as_a_request_is_noted_in_the_callers_words(text: str) -> None:
+    note = _note(text)
+    assert "requested_resolution" in note, text
+    assert note["requested_resolution"] in text
+
+
+@pytest.mark.parametrize("text", NOT_REQUESTED_WISHES)
+def test_a_request_for_something_else_is_not_a_wish(text: str) -> None:
+    assert "requested_resolution" not in _note(text)

@@ -138,11 +138,13 @@ _WISH = (
     r"(?:what i(?:'d| would) like|what i want|i(?:'d| would) (?:like|love|want|prefer|sooner|rather)"
     r"|i want|i(?:'m| am) (?:\w+ ){0,2}(?:hoping|after)|i(?:'d| would) be (?:\w+ ){0,2}happ(?:y|ier|iest)"
     r"|i(?:'d| would) (?:\w+ ){0,2}(?:sooner|rather|prefer)|ideally|best (?:thing|option|bet)? ?(?:would be|is)"
-    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead)"
+    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead"
+    r"|(?:can|could|would|will) you(?= (?:please |just )?(?:take|knock|remove|waive|scrap|cancel|get rid)\b))"
 )
 _OUTCOME = (
-    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off|take (?:it|that|this) off"
-    r"|knock(?:ed)? (?:it|that|this)? ?off|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
+    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off"
+    r"|(?:take|taking|knock|knocked|knocking) (?:[\w']+ ){0,4}?off"
+    r"|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
     r"|(?:on|onto|to|into|against|with) (?:my|the) (?:account|bill))"
 )
 _RESOLUTION = re.compile(rf"\b{_WISH}\b.{{0,80}}\b{_OUTCOME}|\b{_OUTCOME}\b.{{0,60}}\bplease\b")
