@@ -740,3 +740,18 @@ def test_a_yes_then_a_question_about_the_day_is_no_yes(answer: str) -> None:
     call = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
                 ("c", answer))
     assert decide(call, d(11, 27)).action is not DateAction.RUN
+
+
+def test_what_went_wrong_that_day_said_with_a_negation_is_no_word_against_the_day() -> None:
+    # class: a past narrative that points back at its own day and ends in a negated past ("so it wasn't my fault"),
+    # which the clause splitter glued into one piece with a negation and a "that day"
+    call = lane(("c", "the bank said their system went wrong that day so it wasnt my fault"),
+                ("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", "yes please"))
+    assert decide(call, d(11, 27)).action is DateAction.RUN
+
+
+def test_a_negation_about_a_day_to_come_still_binds_after_a_past_clause() -> None:
+    call = lane(("c", "I rang you on the 14th, but I can't do that day next week either"),
+                ("a", "I can book a callback for " + spoken_date(d(11, 24)) + ". OK?"), ("c", "yes"))
+    assert decide(call, d(11, 24)).action is not DateAction.RUN

@@ -124,9 +124,10 @@ HEDGE = re.compile(
 
 PAST = re.compile(
     r"\b(?:was|were|did|had|rang|phoned|called|paid|went|came|billed|charged|ago|last|yesterday|used\sto"
-    r"|already|spoke|sent|received|happened|started|ended|expired|renewed)\b"
+    r"|already|spoke|sent|received|happened|started|ended|expired|renewed|wasn't|weren't|didn't|hadn't)\b"
 )
-"""Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
+"""Past tense: "I rang on the 14th", "it was billed on the 3rd", "it wasn't my fault" describe what happened, not
+what to book."""
 
 ACTION = "zzdo"
 """What the date contract reads in place of a date tool's own verb ("cancel", "moving out"): the caller naming
@@ -387,7 +388,8 @@ def _clauses(text: str) -> tuple[str, ...]:
         if not piece:
             continue
         n = norm(piece)
-        against = NEGATION.search(n) or UNAVAILABLE.search(n) or STATE.search(n) or ANAPHORA.search(n)
+        against = UNAVAILABLE.search(n) or STATE.search(n) or ANAPHORA.search(n) or (
+            NEGATION.search(n) and not PAST.search(n))  # "..., so it wasn't my fault": what happened, said apart
         if out and not names_days(piece) and against:
             out[-1] = f"{out[-1]} {piece}"
         else:
