@@ -113,3 +113,78 @@ def test_a_bare_approving_word_is_a_yes(text: str) -> None:
 @pytest.mark.parametrize("text", NOT_YES)
 def test_a_refusal_or_a_question_is_not_a_yes(text: str) -> None:
     assert not is_affirmation(text), text
+
+
+# A limit said over two sentences, the second placing itself by the day the first named ("before then"): one fact.
+TWO_SENTENCE_LIMITS = [
+    ("I'm in hospital until the 9th. Please don't phone before then.", "Please don't phone before then"),
+    ("Abroad till Friday. Nobody ring me until then, please.", "Nobody ring me until then, please"),
+    ("We're at my sister's until the 21st. Nothing before that date.", "Nothing before that date"),
+]
+NOT_CONTINUATIONS = [
+    ("I'm away until the 9th. Thanks for your help.", "Thanks"),
+    ("Off till the 14th. Ring me on the 20th.", "Ring me on the 20th"),  # a day of its own: another statement
+]
+
+
+@pytest.mark.parametrize(("text", "second"), TWO_SENTENCE_LIMITS)
+def test_a_limit_said_again_by_pointing_back_is_noted_whole(text: str, second: str) -> None:
+    noted = _note(text).get("timing_constraint", "")
+    assert second in noted and noted in text  # both sentences, still the caller's own words
+
+
+@pytest.mark.parametrize(("text", "second"), NOT_CONTINUATIONS)
+def test_a_sentence_that_does_not_point_back_is_not_joined(text: str, second: str) -> None:
+    assert second not in _note(text).get("timing_constraint", "")
+
+
+# A wish said without a verb: the form the money should take, or the charge with what should happen to it.
+VERBLESS_WISHES = [
+    "Refund as credit on the account.",
+    "Twenty quid as an account credit, that's all.",
+    "Late fee waived, and we're square.",
+    "the double payment reversed and im happy",
+]
+NOT_VERBLESS_WISHES = [
+    "The charge was removed last month, I checked.",
+    "I had the fee waived once before.",
+    "Is it paid back as credit or cash?",
+    "Does the money come as a refund?",
+]
+
+
+@pytest.mark.parametrize("text", VERBLESS_WISHES)
+def test_a_wish_said_without_a_verb_is_noted_in_the_callers_words(text: str) -> None:
+    note = _note(text)
+    assert "requested_resolution" in note, text
+    assert note["requested_resolution"] in text
+
+
+@pytest.mark.parametrize("text", NOT_VERBLESS_WISHES)
+def test_what_happened_or_a_question_is_not_a_verbless_wish(text: str) -> None:
+    assert "requested_resolution" not in _note(text)
+
+
+# A wish put as a request to the agent ("could you ..."), or with the charge between a phrasal verb and its particle.
+REQUESTED_WISHES = [
+    "Would you waive that admin charge for me?",
+    "Can you knock the delivery fee off?",
+    "i want the overdue charge taking off my bill",
+    "Will you just cancel the duplicate one, please?",
+]
+NOT_REQUESTED_WISHES = [
+    "Could you tell me when my statement closes?",
+    "Can you take a message for my husband?",
+]
+
+
+@pytest.mark.parametrize("text", REQUESTED_WISHES)
+def test_a_wish_put_as_a_request_is_noted_in_the_callers_words(text: str) -> None:
+    note = _note(text)
+    assert "requested_resolution" in note, text
+    assert note["requested_resolution"] in text
+
+
+@pytest.mark.parametrize("text", NOT_REQUESTED_WISHES)
+def test_a_request_for_something_else_is_not_a_wish(text: str) -> None:
+    assert "requested_resolution" not in _note(text)

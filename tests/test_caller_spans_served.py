@@ -18,6 +18,7 @@ from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAIServer, chunk, json_reply, openai_settings, sse_reply
 from voice_agent.call.factory import build_call
+from voice_agent.core.assembler import known_facts_lines
 from voice_agent.core.provenance import CallerSpan
 from voice_agent.domains.billing.brain import BillingReferenceBrain
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
@@ -114,11 +115,17 @@ async def test_a_wording_no_cue_rule_reads_fills_the_slot_from_a_verbatim_quote_
         "enum"] == ["requested_resolution", "already_attempted", "timing_constraints"]
     assert "[turn 2] CALLER: " + WISH in first["messages"][-1]["content"]
     assert "[turn 1]" not in first["messages"][-1]["content"]
-    # The next turn's request carries the caller's words under KNOWN FACTS (new since the last pass), verbatim.
+    # KNOWN FACTS lists the caller's words, verbatim. On the next request, new since the last pass, a line whose
+    # exact value a message above already holds (here the caller's own line, still a recent turn) is not sent twice
+    # (the assembler's tail rule): the request holds every line either under KNOWN FACTS or above it, verbatim.
+    lines, _ = known_facts_lines(session.state)
+    for line in (f'requested_resolution (turn 2): "{WISH_QUOTE}"', f'already_attempted (turn 3): "{ATTEMPT_QUOTE}"'):
+        assert f"- {line}" in lines
     last = conversation(fake_openai)[-1]["messages"]
     facts = "\n".join(str(m["content"]) for m in last if str(m.get("content") or "").startswith("KNOWN FACTS"))
-    assert f'requested_resolution (turn 2): "{WISH_QUOTE}"' in facts
-    assert f'already_attempted (turn 3): "{ATTEMPT_QUOTE}"' in facts
+    above = "\n".join(str(m.get("content") or "") for m in last if m.get("role") == "user")
+    for quote in (WISH_QUOTE, ATTEMPT_QUOTE):
+        assert quote in facts or quote in above
     assert "I already tried the online chat" not in json.dumps(last)
 
 

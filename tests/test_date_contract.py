@@ -705,3 +705,53 @@ def test_an_agents_proposal_may_restate_limits_and_name_the_weekday(proposal: st
     # class: the agent proposes one day beside the caller's limits it keeps, its weekday or its first free slot
     call = lane(("c", "refund please"), ("a", proposal), ("c", "yes please"))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said", [
+    "I'm not having that second one stay on the bill, it was never mine.",
+    "It's not the first time this has gone wrong, honestly.",
+    "Don't leave the third charge on there.",
+])
+def test_an_ordinal_that_counts_a_thing_is_no_word_against_the_day(said: str) -> None:
+    # class: "second", "first", "third" counting charges or times, which the could-bind signal read as days
+    call = lane(("c", said), ("a", "I can book a callback for " + spoken_date(d(11, 24)) + ". Does that work?"),
+                ("c", "Perfect, thank you."))
+    assert decide(call, d(11, 24)).action is DateAction.RUN
+
+
+def test_an_ordinal_day_beside_an_absence_still_could_bind() -> None:
+    call = lane(("c", "I'm away on the second, can't take calls"),
+                ("a", "I can book a callback for " + spoken_date(d(12, 2)) + ". Does that work?"), ("c", "ok"))
+    assert decide(call, d(12, 2)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("answer", ["Lovely. Could you also email me the invoice?",
+                                    "Yes please. And can you put the credit through now?"])
+def test_a_yes_then_a_question_about_another_matter_is_a_yes(answer: str) -> None:
+    # class: the caller agrees, then asks about something else in the same breath ("Great. And can you...?")
+    call = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", answer))
+    assert decide(call, d(11, 27)).action is DateAction.RUN
+
+
+@pytest.mark.parametrize("answer", ["Yes. Is that a Friday?", "Okay. Will I be home by then?",
+                                    "Fine. Could it be later in the week?"])
+def test_a_yes_then_a_question_about_the_day_is_no_yes(answer: str) -> None:
+    call = lane(("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", answer))
+    assert decide(call, d(11, 27)).action is not DateAction.RUN
+
+
+def test_what_went_wrong_that_day_said_with_a_negation_is_no_word_against_the_day() -> None:
+    # class: a past narrative that points back at its own day and ends in a negated past ("so it wasn't my fault"),
+    # which the clause splitter glued into one piece with a negation and a "that day"
+    call = lane(("c", "the bank said their system went wrong that day so it wasnt my fault"),
+                ("c", "can someone ring me back"), ("a", "I can book a callback for Friday 27 November. OK?"),
+                ("c", "yes please"))
+    assert decide(call, d(11, 27)).action is DateAction.RUN
+
+
+def test_a_negation_about_a_day_to_come_still_binds_after_a_past_clause() -> None:
+    call = lane(("c", "I rang you on the 14th, but I can't do that day next week either"),
+                ("a", "I can book a callback for " + spoken_date(d(11, 24)) + ". OK?"), ("c", "yes"))
+    assert decide(call, d(11, 24)).action is not DateAction.RUN

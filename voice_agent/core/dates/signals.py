@@ -124,9 +124,10 @@ HEDGE = re.compile(
 
 PAST = re.compile(
     r"\b(?:was|were|did|had|rang|phoned|called|paid|went|came|billed|charged|ago|last|yesterday|used\sto"
-    r"|already|spoke|sent|received|happened|started|ended|expired|renewed)\b"
+    r"|already|spoke|sent|received|happened|started|ended|expired|renewed|wasn't|weren't|didn't|hadn't)\b"
 )
-"""Past tense: "I rang on the 14th", "it was billed on the 3rd" describe what happened, not what to book."""
+"""Past tense: "I rang on the 14th", "it was billed on the 3rd", "it wasn't my fault" describe what happened, not
+what to book."""
 
 ACTION = "zzdo"
 """What the date contract reads in place of a date tool's own verb ("cancel", "moving out"): the caller naming
@@ -170,10 +171,24 @@ SPAN_WORD = re.compile(
 _RAW_ORDINAL = re.compile(r"\d{1,2}\s?(?:st|nd|rd|th)\b|\b\d{1,2}\s?[-/]\s?\d{1,2}\b", re.IGNORECASE)
 
 
+_COUNTED_THINGS = (r"\s(?:#num|one|ones|times?|charges?|payments?|items?|orders?|invoices?|bills?|lines?|attempts?"
+                   r"|calls?|letters?|emails?|messages?|person|people|places?|go)\b")
+_COUNTED = re.compile(rf"\b(?:{_ORDINAL}){_COUNTED_THINGS}")
+_RAW_COUNTED = re.compile(rf"\b\d{{1,2}}\s?(?:st|nd|rd|th){_COUNTED_THINGS}", re.IGNORECASE)
+
+
+def _uncounted(normalised: str) -> str:
+    """``normalised`` without ordinals that count a thing ("that second one", "the first time", "the 2nd charge"):
+    the engine reads no date there, and neither may the signals ("I'm not happy to leave that second one standing"
+    is about a charge, not the 2nd)."""
+    return _COUNTED.sub(" ", normalised)
+
+
 def names_days(text: str) -> bool:
     """Whether ``text`` names a day or a span (see :data:`SPAN_WORD`), also where the engine's normaliser masked
     it as an identifier ("in hospital 25th-27th")."""
-    return SPAN_WORD.search(norm(text)) is not None or _RAW_ORDINAL.search(text) is not None
+    return (SPAN_WORD.search(_uncounted(norm(text))) is not None
+            or _RAW_ORDINAL.search(_RAW_COUNTED.sub(" ", text)) is not None)
 
 ANAPHORA = re.compile(
     r"\b(?:before|after|till|until|by|from|since|around|about|away|busy|out|off|working|there|abroad)\s(?:\w+\s)?then\b"
@@ -319,7 +334,7 @@ def speaks_for(text: str) -> bool:
 
 def could_bind(text: str) -> bool:
     """Whether a caller utterance could limit a date: a time word with a limit, an absence or a negation."""
-    n = norm(text)
+    n = _uncounted(norm(text))
     if not TIME_WORD.search(n):
         return False
     if PAST.search(n) and not (UNAVAILABLE.search(n) or NEGATION.search(n)):
@@ -373,7 +388,8 @@ def _clauses(text: str) -> tuple[str, ...]:
         if not piece:
             continue
         n = norm(piece)
-        against = NEGATION.search(n) or UNAVAILABLE.search(n) or STATE.search(n) or ANAPHORA.search(n)
+        against = UNAVAILABLE.search(n) or STATE.search(n) or ANAPHORA.search(n) or (
+            NEGATION.search(n) and not PAST.search(n))  # "..., so it wasn't my fault": what happened, said apart
         if out and not names_days(piece) and against:
             out[-1] = f"{out[-1]} {piece}"
         else:

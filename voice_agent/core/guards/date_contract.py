@@ -366,8 +366,7 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
         # "I suppose the 9th could work?" asks back: no yes
-        yes = ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
-               and not text.rstrip().endswith("?"))
+        yes = _firm_yes(text) or _yes_then_another_matter(text)
         asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
@@ -375,6 +374,27 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         if requested or (proposed and yes and _echoes(text, own, d)):
             found = i
     return found
+
+
+def _firm_yes(text: str) -> bool:
+    """A yes or an acceptance that asks nothing back."""
+    return ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+            and not text.rstrip().endswith("?"))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!])\s+")
+
+
+def _yes_then_another_matter(text: str) -> bool:
+    """A yes said first, then something about another matter that names no day, points back at none and doubts
+    nothing ("Great. And can you go ahead and credit the fee now?"): the yes stands; the question after it is not
+    about the day ("Great. Is that a Tuesday?" or "Yes. Will I be back by then?" are)."""
+    parts = _SENTENCE_END.split(text.strip(), maxsplit=1)
+    if len(parts) < 2:
+        return False
+    first, rest = parts
+    return (_firm_yes(first) and not signals.names_days(rest)
+            and signals.ANAPHORA.search(signals.norm(rest)) is None and not signals.doubts(rest))
 
 
 def _aside(clause: str, reference: date) -> bool:

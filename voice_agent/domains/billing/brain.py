@@ -138,14 +138,37 @@ _WISH = (
     r"(?:what i(?:'d| would) like|what i want|i(?:'d| would) (?:like|love|want|prefer|sooner|rather)"
     r"|i want|i(?:'m| am) (?:\w+ ){0,2}(?:hoping|after)|i(?:'d| would) be (?:\w+ ){0,2}happ(?:y|ier|iest)"
     r"|i(?:'d| would) (?:\w+ ){0,2}(?:sooner|rather|prefer)|ideally|best (?:thing|option|bet)? ?(?:would be|is)"
-    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead)"
+    r"|(?:can|could|would) (?:it|you|that|the \w+) (?:just|please)|please|rather than|instead"
+    r"|(?:can|could|would|will) you(?= (?:please |just )?(?:take|knock|remove|waive|scrap|cancel|get rid)\b))"
 )
 _OUTCOME = (
-    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off|take (?:it|that|this) off"
-    r"|knock(?:ed)? (?:it|that|this)? ?off|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
+    r"(?:credit|credited|refund|refunded|money back|waive|waived|remove|removed|taken off"
+    r"|(?:take|taking|knock|knocked|knocking) (?:[\w']+ ){0,4}?off"
+    r"|scrap|scrapped|rid of|gone|disappears?|cancel|towards"
     r"|(?:on|onto|to|into|against|with) (?:my|the) (?:account|bill))"
 )
 _RESOLUTION = re.compile(rf"\b{_WISH}\b.{{0,80}}\b{_OUTCOME}|\b{_OUTCOME}\b.{{0,60}}\bplease\b")
+# A wish said without a verb, as a terse caller says it: the form the money should take ("Kettle money as account
+# credit", "Refund as credit on the account") or the charge named with what should happen to it ("the extra charge
+# removed", "fee waived"). Not in a question ("Is it paid as credit?"), and not after a verb that says it happened
+# ("the charge was removed", "I had the fee waived"): those are matched with the whole text.
+_ELLIPTICAL_WISH = re.compile(
+    r"\bas (?:an? )?(?:account )?(?:credit|refund)\b"
+    r"|\b(?:charges?|money|amount|fees?|payments?|difference|extra|duplicate)"
+    r" (?:removed|refunded|credited|waived|taken off|knocked off|scrapped|cancelled|reversed)\b"
+)
+_HAPPENED = re.compile(r"\b(?:was|were|been|had|got|has|have|is|are|get|gets)\b(?: \w+){0,4} "
+                       r"(?:removed|refunded|credited|waived|taken off|knocked off|scrapped|cancelled|reversed|paid)\b")
+_WISH_SAID = re.compile(rf"{_RESOLUTION.pattern}|{_ELLIPTICAL_WISH.pattern}")
+
+
+def _wishes(lowered: str) -> bool:
+    """Whether the caller's words ask for an outcome: a want or preference said of it, or a verbless wish."""
+    if _RESOLUTION.search(lowered):
+        return True
+    return bool(_ELLIPTICAL_WISH.search(lowered)) and not _QUESTION.search(lowered) and not _HAPPENED.search(lowered)
+
+
 # An attempt, by tense and aspect: something the caller (or someone for them) already did about it. The
 # present perfect ("I've been onto the bank", "I've had a go"), the past simple with a subject ("I rang",
 # "my husband phoned", "we went to the shop"), the emphatic past ("I did try"), the past perfect ("I had
@@ -255,8 +278,30 @@ def _timing_span(text: str, reference: dt.date) -> str | None:
         found = [c for c in extract_constraints(piece, reference) if not c.is_positive]
         return bool(found) and (bool(_REACH.search(piece)) or any(c.blocked for c in found))
 
-    span = _fact_span(text, limits)
+    pieces = _sentences(text)
+    hits: list[str] = []
+    for i, sentence in enumerate(pieces):
+        if limits(sentence):
+            hits.append(_trimmed(sentence, limits))
+        elif hits and i and limits(pieces[i - 1]) and _refers_back(sentence, reference):
+            # "Away till the 14th. No calls before then.": the second sentence is the same limit, said of the
+            # day the first named; the two are one fact, quoted whole (adjacent, so still the caller's words).
+            hits[-1] = f"{hits[-1]} {sentence}"
+    span = " ".join(hits)
     return span.rstrip(".!") if span else None
+
+
+# A time said by pointing back at one already named: "before then", "until that day", "after that date".
+_BACK_REFERENCE = re.compile(
+    r"\b(?:before|until|till|til|after|by|from|since|past)\s+(?:then|that(?:\s+(?:date|day|time|point))?)\b"
+)
+
+
+def _refers_back(sentence: str, reference: dt.date) -> bool:
+    """Whether ``sentence`` names no day of its own and places itself by a day said before ("before then")."""
+    return bool(_BACK_REFERENCE.search(sentence.lower())) and not any(
+        c.start or c.end or c.weekday is not None for c in extract_constraints(sentence, reference)
+    )
 
 
 _FRAGMENT_WORDS = 4
@@ -876,8 +921,8 @@ class BillingReferenceBrain:
         text = ctx.latest_user
         lowered = text.lower()
         note: dict[str, Any] = {}
-        if _RESOLUTION.search(lowered) and not _CREDIT.search(lowered):
-            note["requested_resolution"] = _matching_sentences(text, _RESOLUTION)
+        if _wishes(lowered) and not _CREDIT.search(lowered):
+            note["requested_resolution"] = _matching_sentences(text, _WISH_SAID)
         if _ATTEMPTED.search(lowered):
             note["already_attempted"] = _matching_sentences(text, _ATTEMPTED)
         reference = ctx.reference_date
