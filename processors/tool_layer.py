@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
+    FunctionCallFromLLM,
     FunctionCallResultProperties,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -72,6 +73,43 @@ class ToolSession(Protocol):
         ...
 
 
+class CallGroups:
+    """The tool calls of each model response that have not returned yet, so the model answers once per response.
+
+    pipecat runs the model again after a result when no sibling of its response is in progress; a sibling that has
+    started but not yet said so (an instant tool returns before the next one's task runs) is not counted, so a
+    response with two calls got two answers, the second one landing in the caller's next turn. Each result whose
+    siblings are still out is sent with ``run_llm=False``; the last one leaves the choice to pipecat.
+    """
+
+    def __init__(self) -> None:
+        self._out: dict[str, set[str]] = {}
+
+    async def started(self, _llm: LLMService[Any], calls: Sequence[FunctionCallFromLLM]) -> None:
+        """``on_function_calls_started``: the response's calls, all out."""
+        group = {call.tool_call_id for call in calls}
+        for call_id in group:
+            self._out[call_id] = group
+
+    def settle(self, call_id: str) -> bool:
+        """Marks ``call_id`` returned (or cancelled); whether siblings of its response are still out."""
+        group = self._out.pop(call_id, set())
+        group.discard(call_id)
+        return bool(group)
+
+    def properties(self, call_id: str, given: FunctionCallResultProperties | None = None
+                   ) -> FunctionCallResultProperties | None:
+        """The properties a final result goes with: ``given``, with ``run_llm=False`` while siblings are out."""
+        if not self.settle(call_id):
+            return given
+        return dataclasses.replace(given, run_llm=False) if given else FunctionCallResultProperties(run_llm=False)
+
+    def watch(self, llm: LLMService[Any]) -> CallGroups:
+        """Follows the responses of ``llm``; returns itself."""
+        llm.add_event_handler("on_function_calls_started", self.started)
+        return self
+
+
 def tools_schema(session: ToolSession) -> ToolsSchema:
     """The domain's tools as pipecat advertises them to the model (without our kind marks)."""
     schemas = []
@@ -81,7 +119,8 @@ def tools_schema(session: ToolSession) -> ToolsSchema:
     return ToolsSchema(standard_tools=schemas)
 
 
-def guarded(session: ToolSession, handler: FunctionHandler | None = None) -> FunctionHandler:
+def guarded(session: ToolSession, handler: FunctionHandler | None = None, groups: CallGroups | None = None
+            ) -> FunctionHandler:
     """A pipecat handler that runs one tool call behind the call's guards.
 
     The guards run first; a refusal becomes the tool result the model reads, so the bot is never left silent.
@@ -94,8 +133,11 @@ def guarded(session: ToolSession, handler: FunctionHandler | None = None) -> Fun
     Args:
         session: The call.
         handler: The handler to run once the guards admit a call; None: the domain's.
+        groups: The calls of each response still out (:class:`CallGroups`), so the model answers a response once;
+            None: as pipecat decides.
     """
     lines = RecoveryLines()
+    calls = groups or CallGroups()  # unwatched, it knows no siblings: pipecat decides
 
     async def run(params: FunctionCallParams) -> None:
         name, call_id = params.function_name, params.tool_call_id
@@ -109,27 +151,30 @@ def guarded(session: ToolSession, handler: FunctionHandler | None = None) -> Fun
             else:
                 admission = await session.admit_tool_call(name, call_id, dict(params.arguments))
                 if admission.refusal is None:
-                    await _run_own(session, handler, params, admission)
+                    await _run_own(session, handler, params, admission, calls)
                     return
                 result = admission.refusal
         except asyncio.CancelledError:
+            calls.settle(call_id)
             session.cancel_tool(name, call_id)
             raise
         if result.get("status") == "stopped":
             # One tool call too many in this turn: the model is not asked again (no loop can run up a bill),
             # and the caller hears a line, said the way an answer is (the output guard, TTS and the turn log).
+            calls.settle(call_id)
             await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
             await params.llm.push_frame(LLMFullResponseStartFrame())
             await params.llm.push_frame(LLMTextFrame(lines.tool_loop))
             await params.llm.push_frame(LLMFullResponseEndFrame())
             return
-        await params.result_callback(result)
+        await params.result_callback(result, properties=calls.properties(call_id))
 
     return run
 
 
 async def _run_own(
-    session: ToolSession, handler: FunctionHandler, params: FunctionCallParams, admission: ToolAdmission
+    session: ToolSession, handler: FunctionHandler, params: FunctionCallParams, admission: ToolAdmission,
+    calls: CallGroups,
 ) -> None:
     """Runs the user's handler on an admitted call; its final result is recorded and harvested on its way."""
     name, call_id = params.function_name, params.tool_call_id
@@ -141,6 +186,7 @@ async def _run_own(
             answered = True
             session.tool_returned(name, call_id, admission, result)
             await session.settle_effect(name, admission, result)
+            properties = calls.properties(call_id, properties)
         await params.result_callback(result, properties=properties)
 
     try:
@@ -153,12 +199,12 @@ async def _run_own(
             raise
         if isinstance(exc, ToolError):  # refused: nothing done (anything else may have gone through)
             await session.settle_effect(name, admission, None, failed=True)
-        await params.result_callback(session.tool_failed(name, call_id, exc))
+        await params.result_callback(session.tool_failed(name, call_id, exc), properties=calls.properties(call_id))
 
 
 def register_guarded_tools(llm: LLMService[Any], session: ToolSession) -> None:
     """Registers one guarded handler per domain tool on ``llm`` (the domain's own handlers run)."""
-    handler = guarded(session)
+    handler = guarded(session, groups=CallGroups().watch(llm))
     for tool in session.domain.tools:
         llm.register_function(tool.name, handler)
     # A tool the model invents reaches the gate too: it answers "no tool named X" (and counts toward the cap).
@@ -198,10 +244,12 @@ def guard_registered_handlers(llm: LLMService[Any], session: ToolSession) -> lis
         ValueError: As :func:`registered_tools`.
     """
     names = registered_tools(llm)
+    groups = CallGroups().watch(llm)
     for name in names:
         item = llm._functions[name]
         handler = cast(FunctionHandler, item.handler)  # not a direct function: registered_tools checked
-        llm.register_function(name, guarded(session, handler), cancel_on_interruption=item.cancel_on_interruption,
-                              timeout_secs=item.timeout_secs, cancellable_by_llm=item.cancellable_by_llm)
-    llm.register_function(None, guarded(session))
+        llm.register_function(name, guarded(session, handler, groups),
+                              cancel_on_interruption=item.cancel_on_interruption, timeout_secs=item.timeout_secs,
+                              cancellable_by_llm=item.cancellable_by_llm)
+    llm.register_function(None, guarded(session, groups=groups))
     return names
