@@ -30,6 +30,9 @@ from the LLM's own input frame. Tokens are characters / 4. Per call:
   written at 1.25x, read at 0.1x;
 - ``facts``: tracked facts whose exact value was in what the model received on the turn that needed it.
 
+For the long call with knowledge it then prints the tokens per request by part (tools, system prompt, each lane by
+its header, pipecat's summary message, the turns by role), one column per policy: where a request's size goes.
+
 ``--local`` replays the ``lanes`` and ``lanes old`` requests of one call through the packaged model in process
 (llama.cpp keeps the KV cache of the longest prefix it shares with the previous request) and reports the prompt
 evaluation time per request, p50 and p95, side by side.
@@ -40,10 +43,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +125,27 @@ class BenchSummarizer(ExtractiveSummarizer):
 
 @dataclass
 class Capture:
-    """Every request of one call (and, for ``lanes``, the same requests in the previous layout)."""
+    """Every request of one call (and, for ``lanes``, the same requests in the previous layout), and the tokens
+    each part of a request took (:func:`part_of`), summed over the call."""
 
     requests: list[Request] = field(default_factory=list)
     previous_layout: list[Request] = field(default_factory=list)
+    parts: Counter[str] = field(default_factory=Counter)
+
+
+PART_HEADERS = (("KNOWN FACTS, new", "facts (tail)"), ("KNOWN FACTS", "facts"), ("NOTED BY THE AGENT", "facts"),
+                ("SUMMARY of earlier turns", "summary"), ("Conversation summary", "summary"),
+                ("KNOWLEDGE (", "knowledge"), ("HARD CONSTRAINTS (", "constraints"),
+                ("HARD CONSTRAINTS:", "constraints (tail)"))
+"""How a message's text begins -> the part it is (the lanes' headers; pipecat's summary message template)."""
+ROLE_PARTS = {"user": "caller", "assistant": "agent", "tool": "tool results"}
+
+
+def part_of(message: Mapping[str, object]) -> str:
+    """Which part of a request ``message`` is: a lane by its header, else the turns by role."""
+    text = str(message.get("content") or "")
+    return next((part for head, part in PART_HEADERS if text.startswith(head)),
+                ROLE_PARTS.get(str(message.get("role")), "other"))
 
 
 def previous_layout(session: CallSession, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,6 +183,10 @@ def attach_capture(llm: LLMService, capture: Capture, session: Callable[[], Call
             fixed = max(call.last_context.fixed_count - shift, 0)
             capture.previous_layout.append(request_of(tools, system, previous_layout(call, messages), None))
         capture.requests.append(request_of(tools, system, messages, stable, fixed))
+        capture.parts["tools"] += len(json.dumps(tools, sort_keys=True))
+        capture.parts["system prompt"] += len(system)
+        for message in messages:
+            capture.parts[part_of(message)] += len(json.dumps(message, sort_keys=True))
 
     llm.add_event_handler("on_before_process_frame", on_frame)
 
@@ -231,6 +257,17 @@ def print_table(rows: list[tuple[str, str, str, CallCost]]) -> None:
               + f" {c.facts:>7}")
 
 
+def print_parts(parts: dict[str, Capture]) -> None:
+    """Tokens per request by part (characters / 4, each message as its JSON), one column per policy."""
+    names = sorted({name for c in parts.values() for name in c.parts}, key=lambda n: -max(
+        c.parts[n] / len(c.requests) for c in parts.values()))
+    print(f"  {'part':<20}" + "".join(f"{label:>12}" for label in parts))
+    for name in [*names, "all"]:
+        cells = [(sum(c.parts.values()) if name == "all" else c.parts[name]) / len(c.requests) / CHARS_PER_TOKEN
+                 for c in parts.values()]
+        print(f"  {name:<20}" + "".join(f"{cell:>12,.0f}" for cell in cells))
+
+
 def local_row(requests: dict[str, list[Request]], limit: int) -> None:
     """Prompt evaluation per request on the packaged model, one model instance per layout, requests interleaved
     (so a busy machine slows both alike); llama.cpp reuses the KV cache of the prefix shared with the last one."""
@@ -271,6 +308,7 @@ def main() -> int:
     base = with_overrides(load_settings(), summarizer={"kind": "extractive"}, llm={"provider": "reference"})
     rows: list[tuple[str, str, str, CallCost]] = []
     lanes_requests: dict[str, list[Request]] = {}
+    long_parts: dict[str, Capture] = {}
     started = time.perf_counter()
     for script in scenarios(args.quick, args.turns):
         for knowledge in (False, True):
@@ -280,6 +318,8 @@ def main() -> int:
                 cost = cost_of(capture.requests)
                 cost.facts = facts
                 rows.append((script.id, know, label, cost))
+                if knowledge and script.id.endswith("~long1"):
+                    long_parts[label] = capture
                 if label == "lanes":
                     old = cost_of(capture.previous_layout)
                     old.facts = facts
@@ -302,6 +342,9 @@ def main() -> int:
                 f"{long_rows[label].share:.1%}")
             facts = long_rows[label if label != "lanes $" else "lanes $0.25"].facts
             print(f"  {label:<9} {ratios}   share {shares}   facts {facts}")
+    if long_parts:
+        print(f"\n{args.turns}-turn call with knowledge, tokens per request by part:")
+        print_parts(long_parts)
     if args.local and lanes_requests:
         local_row(lanes_requests, args.local_requests)
     return 0
