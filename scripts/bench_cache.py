@@ -33,9 +33,10 @@ from the LLM's own input frame. Tokens are characters / 4. Per call:
 For the long call with knowledge it then prints the tokens per request by part (tools, system prompt, each lane by
 its header, pipecat's summary message, the turns by role), one column per policy: where a request's size goes.
 
-``--local`` replays the ``lanes`` and ``lanes old`` requests of one call through the packaged model in process
-(llama.cpp keeps the KV cache of the longest prefix it shares with the previous request) and reports the prompt
-evaluation time per request, p50 and p95, side by side.
+``--local`` counts, with the packaged model's tokenizer, the tokens each ``lanes`` and ``lanes old`` request of the
+long call with knowledge re-evaluates (those past the prefix it shares with the previous request: llama.cpp keeps
+that prefix's KV cache), then replays the first ``--local-requests`` of them through the model in process and
+reports the prompt evaluation time per request, p50 and p95, side by side.
 """
 
 from __future__ import annotations
@@ -268,6 +269,21 @@ def print_parts(parts: dict[str, Capture]) -> None:
         print(f"  {name:<20}" + "".join(f"{cell:>12,.0f}" for cell in cells))
 
 
+def reevaluated(requests: Sequence[Sequence[int]]) -> list[int]:
+    """Per request, its tokens past the longest prefix it shares with the request before (all of the first)."""
+    out, previous = [], None
+    for tokens in requests:
+        common = 0
+        if previous is not None:
+            for a, b in zip(previous, tokens, strict=False):
+                if a != b:
+                    break
+                common += 1
+        out.append(len(tokens) - common)
+        previous = tokens
+    return out
+
+
 def local_row(requests: dict[str, list[Request]], limit: int) -> None:
     """Prompt evaluation per request on the packaged model, one model instance per layout, requests interleaved
     (so a busy machine slows both alike); llama.cpp reuses the KV cache of the prefix shared with the last one."""
@@ -276,6 +292,16 @@ def local_row(requests: dict[str, list[Request]], limit: int) -> None:
     from voice_agent.summarizers.local_model import ensure_model
 
     path = str(ensure_model())
+    # What llama.cpp re-evaluates, counted over the whole call with the model's own tokenizer (no inference):
+    # the tokens of each request past the longest token prefix it shares with the request before.
+    vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+    print(f"\nlocal model ({Path(path).name}), tokens each request re-evaluates, all requests of the call:")
+    for label, reqs in requests.items():
+        fresh = reevaluated([vocab.tokenize(r.text.encode(), add_bos=False) for r in reqs])
+        cuts = statistics.quantiles(fresh, n=20)
+        print(f"  {label:<9} p50 {statistics.median(fresh):6.0f}   p95 {cuts[18]:6.0f}   total {sum(fresh):8,}")
+    if limit < 2:
+        return
     models = {label: Llama(model_path=path, n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False)
               for label in requests}
     times: dict[str, list[float]] = {label: [] for label in requests}
@@ -301,7 +327,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the 120-turn call only")
     parser.add_argument("--turns", type=int, default=120, help="exchanges in the long call")
     parser.add_argument("--local", action="store_true", help="also replay one call on the packaged local model")
-    parser.add_argument("--local-requests", type=int, default=40, help="requests replayed per layout")
+    parser.add_argument("--local-requests", type=int, default=40,
+                        help="requests replayed per layout, timed (below 2: only the tokens re-evaluated are counted)")
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
