@@ -1,7 +1,9 @@
 """What a call's input costs when the provider caches prompt prefixes: every policy side by side in one run.
 
-Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, about 3 min on 2 cores; ``--quick``: the 120-turn
-call only; ``--local``: also the measured row on the packaged local model, about 10 min more).
+Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, 2-6 min on 2 cores by load; ``--quick``: the 120-turn
+call only; ``--local``: also the measured row on the packaged local model, which takes as long as the model needs
+to evaluate the prompts: 35 min for 10 requests per layout on a machine at load 10, when it evaluated 4-8 tokens a
+second).
 
 Every call is built by the simulation runner's call factory from the same settings (the reference agent, the
 extractive summarizer) and only the policy differs:
