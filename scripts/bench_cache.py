@@ -1,7 +1,9 @@
 """What a call's input costs when the provider caches prompt prefixes: every policy side by side in one run.
 
-Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, about 3 min on 2 cores; ``--quick``: the 120-turn
-call only; ``--local``: also the measured row on the packaged local model, about 10 min more).
+Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, 2-6 min on 2 cores by load; ``--quick``: the 120-turn
+call only; ``--local``: also the measured row on the packaged local model, which takes as long as the model needs
+to evaluate the prompts: 35 min for 10 requests per layout on a machine at load 10, when it evaluated 4-8 tokens a
+second).
 
 Every call is built by the simulation runner's call factory from the same settings (the reference agent, the
 extractive summarizer) and only the policy differs:
@@ -30,9 +32,13 @@ from the LLM's own input frame. Tokens are characters / 4. Per call:
   written at 1.25x, read at 0.1x;
 - ``facts``: tracked facts whose exact value was in what the model received on the turn that needed it.
 
-``--local`` replays the ``lanes`` and ``lanes old`` requests of one call through the packaged model in process
-(llama.cpp keeps the KV cache of the longest prefix it shares with the previous request) and reports the prompt
-evaluation time per request, p50 and p95, side by side.
+For the long call with knowledge it then prints the tokens per request by part (tools, system prompt, each lane by
+its header, pipecat's summary message, the turns by role), one column per policy: where a request's size goes.
+
+``--local`` counts, with the packaged model's tokenizer, the tokens each ``lanes`` and ``lanes old`` request of the
+long call with knowledge re-evaluates (those past the prefix it shares with the previous request: llama.cpp keeps
+that prefix's KV cache), then replays the first ``--local-requests`` of them through the model in process and
+reports the prompt evaluation time per request, p50 and p95, side by side.
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +128,27 @@ class BenchSummarizer(ExtractiveSummarizer):
 
 @dataclass
 class Capture:
-    """Every request of one call (and, for ``lanes``, the same requests in the previous layout)."""
+    """Every request of one call (and, for ``lanes``, the same requests in the previous layout), and the tokens
+    each part of a request took (:func:`part_of`), summed over the call."""
 
     requests: list[Request] = field(default_factory=list)
     previous_layout: list[Request] = field(default_factory=list)
+    parts: Counter[str] = field(default_factory=Counter)
+
+
+PART_HEADERS = (("KNOWN FACTS, new", "facts (tail)"), ("KNOWN FACTS", "facts"), ("NOTED BY THE AGENT", "facts"),
+                ("SUMMARY of earlier turns", "summary"), ("Conversation summary", "summary"),
+                ("KNOWLEDGE (", "knowledge"), ("HARD CONSTRAINTS (", "constraints"),
+                ("HARD CONSTRAINTS:", "constraints (tail)"))
+"""How a message's text begins -> the part it is (the lanes' headers; pipecat's summary message template)."""
+ROLE_PARTS = {"user": "caller", "assistant": "agent", "tool": "tool results"}
+
+
+def part_of(message: Mapping[str, object]) -> str:
+    """Which part of a request ``message`` is: a lane by its header, else the turns by role."""
+    text = str(message.get("content") or "")
+    return next((part for head, part in PART_HEADERS if text.startswith(head)),
+                ROLE_PARTS.get(str(message.get("role")), "other"))
 
 
 def previous_layout(session: CallSession, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,6 +186,10 @@ def attach_capture(llm: LLMService, capture: Capture, session: Callable[[], Call
             fixed = max(call.last_context.fixed_count - shift, 0)
             capture.previous_layout.append(request_of(tools, system, previous_layout(call, messages), None))
         capture.requests.append(request_of(tools, system, messages, stable, fixed))
+        capture.parts["tools"] += len(json.dumps(tools, sort_keys=True))
+        capture.parts["system prompt"] += len(system)
+        for message in messages:
+            capture.parts[part_of(message)] += len(json.dumps(message, sort_keys=True))
 
     llm.add_event_handler("on_before_process_frame", on_frame)
 
@@ -231,6 +260,32 @@ def print_table(rows: list[tuple[str, str, str, CallCost]]) -> None:
               + f" {c.facts:>7}")
 
 
+def print_parts(parts: dict[str, Capture]) -> None:
+    """Tokens per request by part (characters / 4, each message as its JSON), one column per policy."""
+    names = sorted({name for c in parts.values() for name in c.parts}, key=lambda n: -max(
+        c.parts[n] / len(c.requests) for c in parts.values()))
+    print(f"  {'part':<20}" + "".join(f"{label:>12}" for label in parts))
+    for name in [*names, "all"]:
+        cells = [(sum(c.parts.values()) if name == "all" else c.parts[name]) / len(c.requests) / CHARS_PER_TOKEN
+                 for c in parts.values()]
+        print(f"  {name:<20}" + "".join(f"{cell:>12,.0f}" for cell in cells))
+
+
+def reevaluated(requests: Sequence[Sequence[int]]) -> list[int]:
+    """Per request, its tokens past the longest prefix it shares with the request before (all of the first)."""
+    out, previous = [], None
+    for tokens in requests:
+        common = 0
+        if previous is not None:
+            for a, b in zip(previous, tokens, strict=False):
+                if a != b:
+                    break
+                common += 1
+        out.append(len(tokens) - common)
+        previous = tokens
+    return out
+
+
 def local_row(requests: dict[str, list[Request]], limit: int) -> None:
     """Prompt evaluation per request on the packaged model, one model instance per layout, requests interleaved
     (so a busy machine slows both alike); llama.cpp reuses the KV cache of the prefix shared with the last one."""
@@ -239,6 +294,16 @@ def local_row(requests: dict[str, list[Request]], limit: int) -> None:
     from voice_agent.summarizers.local_model import ensure_model
 
     path = str(ensure_model())
+    # What llama.cpp re-evaluates, counted over the whole call with the model's own tokenizer (no inference):
+    # the tokens of each request past the longest token prefix it shares with the request before.
+    vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+    print(f"\nlocal model ({Path(path).name}), tokens each request re-evaluates, all requests of the call:")
+    for label, reqs in requests.items():
+        fresh = reevaluated([vocab.tokenize(r.text.encode(), add_bos=False) for r in reqs])
+        cuts = statistics.quantiles(fresh, n=20)
+        print(f"  {label:<9} p50 {statistics.median(fresh):6.0f}   p95 {cuts[18]:6.0f}   total {sum(fresh):8,}")
+    if limit < 2:
+        return
     models = {label: Llama(model_path=path, n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False)
               for label in requests}
     times: dict[str, list[float]] = {label: [] for label in requests}
@@ -264,13 +329,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the 120-turn call only")
     parser.add_argument("--turns", type=int, default=120, help="exchanges in the long call")
     parser.add_argument("--local", action="store_true", help="also replay one call on the packaged local model")
-    parser.add_argument("--local-requests", type=int, default=40, help="requests replayed per layout")
+    parser.add_argument("--local-requests", type=int, default=40,
+                        help="requests replayed per layout, timed (below 2: only the tokens re-evaluated are counted)")
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
     base = with_overrides(load_settings(), summarizer={"kind": "extractive"}, llm={"provider": "reference"})
     rows: list[tuple[str, str, str, CallCost]] = []
     lanes_requests: dict[str, list[Request]] = {}
+    long_parts: dict[str, Capture] = {}
     started = time.perf_counter()
     for script in scenarios(args.quick, args.turns):
         for knowledge in (False, True):
@@ -280,6 +347,8 @@ def main() -> int:
                 cost = cost_of(capture.requests)
                 cost.facts = facts
                 rows.append((script.id, know, label, cost))
+                if knowledge and script.id.endswith("~long1"):
+                    long_parts[label] = capture
                 if label == "lanes":
                     old = cost_of(capture.previous_layout)
                     old.facts = facts
@@ -302,6 +371,9 @@ def main() -> int:
                 f"{long_rows[label].share:.1%}")
             facts = long_rows[label if label != "lanes $" else "lanes $0.25"].facts
             print(f"  {label:<9} {ratios}   share {shares}   facts {facts}")
+    if long_parts:
+        print(f"\n{args.turns}-turn call with knowledge, tokens per request by part:")
+        print_parts(long_parts)
     if args.local and lanes_requests:
         local_row(lanes_requests, args.local_requests)
     return 0

@@ -145,6 +145,19 @@ async def test_an_openai_compatible_server_gets_no_cache_key_and_system_lanes(fa
     assert "developer" not in roles and roles[-1] == "system"  # HARD CONSTRAINTS, a lane
 
 
+async def test_the_lane_role_setting_reaches_the_wire(fake_openai: FakeOpenAIServer) -> None:
+    _answers(fake_openai)
+    # A server whose chat template allows a system message only first: llm.lane_role = "user" overrides the fallback.
+    settings = with_overrides(openai_settings(fake_openai.base_url), llm={"lane_role": "user"}, **CALL)
+    parts = build_call(settings, "call-u")
+    await run_text_call(parts.session, parts.llm, LINES)
+    for body in fake_openai.requests:
+        roles = [m["role"] for m in body["messages"]]
+        lanes = [m["role"] for m in body["messages"] if str(m.get("content") or "").startswith("HARD CONSTRAINTS")]
+        assert "developer" not in roles and roles.count("system") <= 1 and roles[0] == "system"  # the prompt only
+        assert lanes == ["user", "user"]  # stated in full after the prompt, recalled at the end
+
+
 # -- Anthropic: one breakpoint at the end of the stable prefix --------------------------------------------------------
 
 
