@@ -705,3 +705,62 @@ def test_an_agents_proposal_may_restate_limits_and_name_the_weekday(proposal: st
     # class: the agent proposes one day beside the caller's limits it keeps, its weekday or its first free slot
     call = lane(("c", "refund please"), ("a", proposal), ("c", "yes please"))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm on leave the first week of December", d(12, 3), False),
+    ("I'm on leave the first week of December", d(12, 16), True),
+    ("I'm away the last week of November", d(11, 26), False),
+    ("I'm away the last week of November", d(12, 9), True),
+])
+def test_the_nth_week_of_a_month_is_that_week_not_the_month(said: str, day: dt.date, runs: bool) -> None:
+    # class: "the first week of December" (days 1-7, widened to the Monday-to-Sunday weeks they touch)
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm in hospital from the 23rd for five days", d(11, 26), False),
+    ("I'm in hospital from the 23rd for five days", d(12, 1), True),
+    ("I'm in hospital from the 23rd for about a week", d(12, 1), False),  # "about": a margin
+    ("I'm in hospital from the 23rd for a week or more", d(12, 9), False),  # may run on
+    ("I'm in hospital from the 23rd for weeks", d(12, 9), False),  # no end said
+    ("I'm on the tills from the 23rd for 5 days a week", d(12, 9), False),  # a rate kept from then on
+    ("I'm away at my sister's from the 23rd for 3 nights", d(11, 26), False),  # home on the 26th
+    ("I'm away at my sister's from the 23rd for 3 nights", d(12, 2), True),
+    ("I'm away at my sister's from the 23rd for three nights", d(12, 9), False),  # a count it cannot read: from then on
+])
+def test_a_stay_from_a_day_for_a_while_ends(said: str, day: dt.date, runs: bool) -> None:
+    # class: "in hospital from the 23rd for five days": busy for that long, not from then on
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("not before the Day of Reconciliation", d(12, 15), False),
+    ("not before the Day of Reconciliation", d(12, 17), True),
+    ("we're away over Black Friday", d(11, 27), False),
+    ("nothing till after St Stephen's Day", d(12, 22), False),
+])
+def test_holidays_of_other_countries_are_days(said: str, day: dt.date, runs: bool) -> None:
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+def test_nothing_else_on_is_free_and_a_question_after_the_yes_leaves_it_a_yes() -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "aye, Thursday. Do I send the bills back?"),
+                ("a", "No need. So Thursday the 3rd?"), ("c", "aye, I've nowt else on"))
+    assert decide(call, d(12, 3)).action is DateAction.RUN
+    asked_back = lane(("c", "refund please"), ("a", PROPOSED), ("c", "Thursday? Is that the 3rd?"))
+    assert decide(asked_back, d(12, 3)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("aye. Do I need the account number for that?", True),  # a question about something else
+    ("Yes please. Will you ring before the weekend?", False),  # asks back about when
+    ("Yeah. Or is the Friday better for you?", False),
+    ("Thursday? Sorry, which one?", False),
+])
+def test_a_question_after_a_yes_is_a_yes_only_when_it_is_not_about_when(reply: str, runs: bool) -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

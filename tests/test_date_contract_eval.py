@@ -144,7 +144,7 @@ def test_the_command_prints_both_halves_and_fails_clearly_on_broken_input(tmp_pa
     result = CliRunner().invoke(eval_app, ["dates", "--json", str(tmp_path / "r.json")])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "r.json").read_text())
-    assert set(report["sets"]) == {"dev", "test", "dev-b", "test-b", "dev-c"}
+    assert set(report["sets"]) == {"dev", "test", "dev-b", "test-b", "dev-c", "test-c"}
     assert "never read item by item" in result.output
     broken = tmp_path / "broken" / "dev"
     broken.mkdir(parents=True)

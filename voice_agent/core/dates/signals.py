@@ -25,6 +25,8 @@ _PERIOD = (
     r"christmas|xmas|easter|new\syears?|hogmanay|boxing\sday|bank\sholidays?|holidays?|hols|half[\s-]?term|term"
     r"|thanksgiving|halloween|bonfire\snight|hanukk?ah|diwali|ramadan|eid|passover|st\s?patrick'?s"
     r"|payday|pay\sday|summer|winter|spring|autumn|festive|midterms?|semester|exams?"
+    r"|day\sof\s(?:reconciliation|goodwill)|reconciliation\sday|st\.?\s?stephen'?s|black\sfriday|cyber\smonday"
+    r"|veterans'?\sday|remembrance\s(?:day|sunday)|armistice\sday|st\.?\s?andrew'?s"
 )
 _RELATIVE = (
     r"today|tonight|tomorrow|yesterday|week(?:s|end|ends|day|days|night|nights)?|weak(?:end|ends)?|fortnight"
@@ -149,7 +151,7 @@ STATE = re.compile(
     r"\b(?:i'm|i\sam|im|i'll\sbe|ill\sbe|i\swill\sbe|we're|we\sare|we'll\sbe|i've\sgot|ive\sgot|i\shave"
     r"|we've\sgot|we\shave|i've|ive|that's\swhen|that\sis\swhen|is\swhen|speaker\s\d)\b"
     # "I'm happy with that", "I'm okay with Thursday": content with the day, not where the caller is
-    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content)"
+    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content|free)"
     r"(?:\s(?:with|wi)\s(?:that|it|this|the\s\w+|\w+day)|\s?[,.!]|$))"
 )
 """The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
@@ -248,6 +250,10 @@ _YEAH_NO = re.compile(r"\b(?:yeah|yes|ja|yep)\s?,?\s?no\s?,?\s?"
                       r"(?:fine|grand|good|great|perfect|ok|okay|sound|lekker|sorted|lovely|be\sfine|do|work)\b)")
 """"yeah no, that's grand" (Irish, Australian and South African English): the "no" is no refusal."""
 
+_NOTHING_ON = re.compile(
+    r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?:nothing|nowt|nought|naught)\s(?:else\s)?on\b")
+""""I've nowt else on", "I have nothing on": the caller is free."""
+
 _KEEP = re.compile(
     r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
     r"|(?:i'll|we'll|i\swill|we\swill)\snot\s(?:change|move)\s(?:it|that)"
@@ -266,7 +272,7 @@ def norm(text: str) -> str:
     of the call again at each date-bearing action.
     """
     n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
-    return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
+    return _NOTHING_ON.sub("i'm free", _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n)))
 
 
 def without_quotes(text: str) -> str:

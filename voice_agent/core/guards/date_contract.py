@@ -276,7 +276,9 @@ class DateContract:
         # A yes to the agent's day after the caller last chose another ("I'd rather the 11th" ... "So the 9th?"
         # "yep"): their own choice and their yes disagree, so ask.
         chose = _last_choice(said[:assent], self.guard.reference)
-        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], d):
+        # ("aye, Thursday" to "How about Thursday the 3rd?" names the day proposed by its weekday, no other day)
+        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], d) and not (
+                _bare_weekday(chose[1]) and chose[2][0].weekday() == d.weekday()):
             return decision(DateAction.CONFIRM, Why.SAID_MORE,
                             f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
                             "back their words and the day (the 'say' line) and book only after their yes.",
@@ -365,9 +367,7 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
             continue
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
-        # "I suppose the 9th could work?" asks back: no yes
-        yes = ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
-               and not text.rstrip().endswith("?"))
+        yes = (is_affirmation(text) or signals.accepts(text)) and not signals.questions(text) and not _asks_back(text)
         asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
@@ -375,6 +375,20 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         if requested or (proposed and yes and _echoes(text, own, d)):
             found = i
     return found
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+"""One sentence of a reply, with its closing mark."""
+
+
+def _asks_back(text: str) -> bool:
+    """Whether a reply asks back instead of saying yes: its first sentence is a question ("I suppose the 9th could
+    work?"), or a later one asks about when ("Yes. Can it be later?"). A later question about something else
+    ("aye, morning. Do I send the bills back?") leaves the yes a yes."""
+    sentences = [m[0].strip() for m in _SENTENCE.finditer(text.strip())]
+    if not sentences:
+        return False
+    return sentences[0].endswith("?") or any(q.endswith("?") and signals.has_time_word(q) for q in sentences[1:])
 
 
 def _aside(clause: str, reference: date) -> bool:
@@ -721,8 +735,11 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
             # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
             # Australia on the 13th"): the rules read one day, the caller is away for more.
+            # the rules read the stretch themselves ("in hospital from the 23rd for five days"): no need to guess
+            stretch = any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.end is not None
+                          and c.end > c.start for c in found)
             spread = bool(found) and (
-                (signals.DURATION.search(n) is not None
+                (signals.DURATION.search(n) is not None and not stretch
                  and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
                 or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
                     and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
