@@ -764,3 +764,25 @@ def test_nothing_else_on_is_free_and_a_question_after_the_yes_leaves_it_a_yes() 
 def test_a_question_after_a_yes_is_a_yes_only_when_it_is_not_about_when(reply: str, runs: bool) -> None:
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm down in Devon from the 2nd to the 6th, snowed under, no phone", d(12, 4), False),
+    ("I'm down in Devon from the 2nd to the 6th, snowed under, no phone", d(12, 9), True),
+    ("from the second to the sixth I'm flat out, phone's off", d(12, 3), False),
+    ("from the 2nd to the 6th, not answering", d(12, 5), False),
+])
+def test_a_span_with_no_phone_in_it_is_an_absence_not_an_offer(said: str, day: dt.date, runs: bool) -> None:
+    # class: out of reach said in other words after the span, in the same sentence
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("down the coast from the second to the sixth visiting me nan no phone down there", d(12, 4), False),
+    ("down the coast from the second to the sixth visiting me nan no phone down there", d(12, 8), True),
+])
+def test_a_span_end_followed_by_what_the_caller_is_doing_is_a_day(said: str, day: dt.date, runs: bool) -> None:
+    # class: speech written without commas, "to the 6th visiting": the 6th still ends the span
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -149,8 +149,17 @@ _BLOCKED = re.compile(
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout"
     # duties that fill the days: "on twelves", "on nights", "on placement", "on the wards"
     r"|on\s(?:nights|days|earlies|lates|twelves|shifts?|call|placement|the\swards|a\scourse|rota)|placement|shifts"
-    r"|booked\s(?:from|solid|every|all|through)|(?:i'm|i\sam|we're|we\sare|stall's|diary's|week's)\sbooked)\b"
+    r"|booked\s(?:from|solid|every|all|through)|(?:i'm|i\sam|we're|we\sare|stall's|diary's|week's)\sbooked"
+    # out of reach in other words: "flat out no calls", "snowed under", "phone's off", "no phone out there"
+    r"|flat\sout|snowed\sunder|no\s(?:calls|phone|phones|reception|coverage)|not\s(?:picking\sup|answering)"
+    r"|phone(?:'s|\sis|\swill\sbe|s\sare)\s(?:off|in))\b"
 )
+_OUT_OF_REACH = re.compile(
+    r"\b(?:flat\sout|snowed\sunder|no\s(?:calls|phone|phones|reception|coverage)|not\s(?:picking\sup|answering)"
+    r"|phone(?:'s|\sis|\swill\sbe|s\sare)\s(?:off|in))\b"
+)
+"""Words of being out of reach that, later in a sentence, make a span said before them an absence."""
+_OFFERED_HERE = re.compile(r"(?<!not\s)(?<!n't\s)\b(?:suits?|works?|free|fine|good|ok|okay|available|around|best|ideal)\b")
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
 _AFTER_THAT = r"(?:after|from|beyond|past)\s(?:that|then|this|which)"
@@ -241,6 +250,9 @@ def _token_is_spelled(ctx: _Context, pos: int) -> bool:
     return not ctx.norm.original[tok.start : tok.start + 1].isdigit()
 
 
+_RANGE_END = re.compile(r"\b(?:to|till|til|until|through|thru)\s(?:the\s)?$")
+
+
 def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     """Whether a bare "<n>th" / "the <n>" reads as a day, not "the second time" or "the 3 of us"."""
     norm = ctx.norm
@@ -254,8 +266,11 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     limit_now = nxt == "now" and prev in _LIMIT_CUES
     # "the 4th friday" after "the fourth of December, a Friday?": the day and its weekday, when they agree
     weekday_after = nxt in WEEKDAYS and _agrees(int(m["d"]), WEEKDAYS[nxt], ctx)
+    # "to the 11th doing a reno" (speech written without commas): what the caller is doing on those days
+    doing = (nxt is not None and len(nxt) > 4 and nxt.endswith("ing")
+             and _RANGE_END.search(norm.text[: m.start()]) is not None)
     if (nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day and not limit_now
-            and not weekday_after):
+            and not weekday_after and not doing):
         return False
     if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
         return False  # "the second one", "the 3rd 4729": a count, or part of a masked number
@@ -919,7 +934,10 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                     mode = "exclude" if _BLOCKED.search(_trim_to_conjunction(pre)) else "on"
                 else:
                     near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
-                    away = _BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e))
+                    # "from the 7th to the 11th, flat out, no calls": the rest of the sentence up to a conjunction
+                    away = (_BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e))
+                            or (_OUT_OF_REACH.search(rest := _cut_at_conjunction(norm.text[e.end : s_to]))
+                                and not _OFFERED_HERE.search(rest)))
                     mode = "exclude" if away else "on"
         e.mode = mode
         s_index = _index_of(sentences, e.start)
