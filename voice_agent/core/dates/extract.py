@@ -159,7 +159,8 @@ _OUT_OF_REACH = re.compile(
     r"|phone(?:'s|\sis|\swill\sbe|s\sare)\s(?:off|in))\b"
 )
 """Words of being out of reach that, later in a sentence, make a span said before them an absence."""
-_OFFERED_HERE = re.compile(r"(?<!not\s)(?<!n't\s)\b(?:suits?|works?|free|fine|good|ok|okay|available|around|best|ideal)\b")
+_OFFERED_HERE = re.compile(
+    r"(?<!not\s)(?<!n't\s)\b(?:suits?|works?|free|fine|good|ok|okay|available|around|best|ideal)\b")
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
 _AFTER_THAT = r"(?:after|from|beyond|past)\s(?:that|then|this|which)"
