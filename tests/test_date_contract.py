@@ -729,6 +729,9 @@ def test_the_nth_week_of_a_month_is_that_week_not_the_month(said: str, day: dt.d
     ("I'm away at my sister's from the 23rd for 3 nights", d(11, 26), False),  # home on the 26th
     ("I'm away at my sister's from the 23rd for 3 nights", d(12, 2), True),
     ("I'm away at my sister's from the 23rd for three nights", d(12, 9), False),  # a count it cannot read: from then on
+    ("I'm in hospital starting Monday, 4 days of it", d(11, 25), False),  # the count straight after the day
+    ("I'm in hospital starting Monday, 4 days of it", d(12, 2), True),
+    ("I'm on nights from Monday, 4 days on 3 off", d(12, 2), False),  # a rota, kept from then on
 ])
 def test_a_stay_from_a_day_for_a_while_ends(said: str, day: dt.date, runs: bool) -> None:
     # class: "in hospital from the 23rd for five days": busy for that long, not from then on
@@ -786,3 +789,24 @@ def test_a_span_end_followed_by_what_the_caller_is_doing_is_a_day(said: str, day
     # class: speech written without commas, "to the 6th visiting": the 6th still ends the span
     call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, runs", [
+    ("the 3rd of December works, the kitchen's finished by then", True),
+    ("the 3rd of December. The builders are done by then.", True),
+    ("the 3rd of December works, but we'll have left by then", False),  # no word of being ready: read back
+    ("the 3rd of December, I'm away by then", False),
+    ("the 3rd of December, if I'm not back by then ring the week after", False),
+])
+def test_ready_by_then_after_the_day_named_is_why_it_suits(answer: str, runs: bool) -> None:
+    # class: "by then" pointing at the day the caller has just named, with a word of something ready by it
+    call = asked_for_a_day("I need a callback about my bill", answer)
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_tens_as_quick_speech_writes_them_are_tens() -> None:
+    # class: "the twenny third" (a recogniser's spelling of quick or accented speech) is the 23rd
+    assert decide(asked_for_a_day("I need a callback about my bill", "the twenny third please"),
+                  d(11, 23)).action is DateAction.RUN
+    assert decide(asked_for_a_day("I need a callback about my bill", "the twenny third please"),
+                  d(11, 20)).action is not DateAction.RUN

@@ -803,18 +803,21 @@ _STAY = re.compile(
     r"^\W*(?:[\w']+\s){0,4}?for\s(?P<fuzzy>(?:about|around|roughly|approximately|maybe|probably|like)\s)?"
     r"(?:a\s|the\s)?(?P<n>\d{1,2}|few|couple(?:\sof)?)?\s?(?P<u>days?|nights?|weeks?|fortnight)\b(?P<rest>.*)$"
 )
+_STAY_BARE = re.compile(r"^\W*(?P<n>\d{1,2})\s(?P<u>days?|nights?|weeks?)\b(?P<rest>.*)$")
+"""A count straight after the day, without "for": "starting Monday, four days of it"."""
 _OPEN_ENDED = re.compile(r"\b(?:or\s(?:more|longer|so)|at\sleast|could\sbe\s(?:more|longer)|maybe\s(?:more|longer)"
                          r"|depending|depends|not\ssure|who\sknows|as\slong\sas|until|till|or\stwo)\b")
 _STAY_DAYS = {"day": 1, "night": 1, "week": 7, "fortnight": 14}
 _RECURRING = re.compile(
-    r"^\s?(?:a|per|every|each|in\sa|out\sof)\s(?:\d\s)?(?:week|weeks|fortnight|month|day|shift|rota)\b")
-"""After a count of days: a rate ("for 5 days a week", "every fortnight"), a pattern kept from then on, not a stay."""
+    r"^\s?(?:(?:a|1|per|every|each|in\sa|in\s1|out\sof)\s(?:\d\s)?(?:week|weeks|fortnight|month|day|shift|rota)\b"
+    r"|(?:on|off)\b)")  # "3 days on, 4 off": a rota
+"""After a count of days: a rate ("for 5 days a week") or a rota ("3 days on"), kept from then on, not a stay."""
 
 
 def _stay(after: str) -> int | None:
     """How many days a stay said after a day lasts ("for five days", "for about a week"), with a margin for
     "about"; None when none is said or it may run on ("for a week or more", "depending")."""
-    m = _STAY.match(after)
+    m = _STAY.match(after) or _STAY_BARE.match(after)
     if m is None or _OPEN_ENDED.search(after) or _RECURRING.match(m["rest"]):
         return None
     if m["n"] is None and m["u"].endswith("s"):
@@ -822,7 +825,7 @@ def _stay(after: str) -> int | None:
     n = {"few": 5, "couple": 2, "couple of": 2}.get(m["n"] or "") or int(m["n"] or 1)
     unit = m["u"].rstrip("s")
     days = n + 1 if unit == "night" else n * _STAY_DAYS[unit]  # three nights from the 23rd: home on the 26th
-    return -(-days * 3 // 2) if m["fuzzy"] or m["n"] == "few" else days
+    return -(-days * 3 // 2) if m.groupdict().get("fuzzy") or m["n"] == "few" else days
 
 
 _NOT_BACK = re.compile(r"(?:\bnot|n't|\bnever)\s(?:be\s)?(?:back|home|return\w*)\b")
@@ -965,7 +968,9 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 spans = [(ConstraintKind.RANGE, prev.hi + timedelta(days=1), e.hi, None, True)]
             elif _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
                 spans = [(ConstraintKind.RANGE, prev.lo, e.hi, None, True)]
-        stay = _stay(norm.text[e.end : s_hi]) if mode == "day_before" and e.shape == "day" else None
+        # a day, or a weekday the rules pinned to one day ("starting Monday")
+        one_day = e.shape == "day" or (e.shape == "weekday" and e.lo == e.hi)
+        stay = _stay(norm.text[e.end : s_hi]) if mode == "day_before" and one_day else None
         if stay is not None:
             # "in hospital from the 23rd for about a week": busy for that long, not from then on
             spans = [(ConstraintKind.RANGE, e.lo, e.lo + timedelta(days=stay - 1), None, True)]

@@ -363,7 +363,9 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         # What the caller said about something else in the same breath ("I rang on the 14th, nobody got back,
         # so ring me the 24th"; "ha, we had ours in October. The 26th, yes") neither asks nor doubts.
         text, own = _without_asides(s, reference)
-        if not text or signals.doubts(text):
+        # "the 3rd, the kitchen's finished by then": the "by then" is why the day suits, no doubt of it
+        if not text or (signals.doubts(text) and not (
+                signals.doubts(text) == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
             continue
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
@@ -707,13 +709,21 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     month = d.strftime("%B").lower()
     for _i, s, agents in _replies(said):
         offered = _answers_a_question_for_a_day(agents)
+        named_d = False  # the clause before named ``d`` and no other day
         for clause in signals.clauses(s.text):
             n = signals.norm(clause)
             spans = signals.names_days(clause)
             anaphora = signals.ANAPHORA.search(n) is not None
+            here = extract_constraints(clause, reference) if spans else []
+            ready_by = anaphora and _ready_by_then(n, here, d, named_d)
+            named_d = bool(here) and _names_only(here, d)
+            if ready_by:
+                if not here:
+                    continue  # "the 21st. The shop's quieter by then": a reason the day named suits
+                anaphora = False
             if not spans and not anaphora:
                 continue
-            doubts = set(signals.doubts(clause))
+            doubts = set(signals.doubts(clause)) - ({"limit"} if ready_by else set())
             if "past" in doubts and not doubts & {"negation", "absence", "state"}:
                 continue  # what happened: "it was off from the 2nd", "I've had it since March"
             if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
@@ -763,6 +773,23 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
             if touches and not _understood_and_allowed(clause, found, d, reference):
                 out.append(Citation(s.turn, clause))
     return out
+
+
+_BY_THEN = re.compile(r"\b(?:by|before)\s(?:\w+\s)?then\b")
+_READY = re.compile(r"\b(?:done|finished|sorted|ready|over|quieter|calmer|settled|back|home|free|paid|wrapped\sup)\b")
+
+
+def _ready_by_then(n: str, here: Sequence[DateConstraint], d: date, named_d: bool) -> bool:
+    """Whether "by then" in a normalised clause points at ``d``, the day the caller has just named, to say why it
+    suits ("Friday the 27th works, roof's done by then"; "the 21st. The shop's quieter by then"): something ready by
+    that day, not a limit on it. Any other limit, pointer back, or word of doubt leaves the clause as it was."""
+    if not _BY_THEN.search(n):
+        return False
+    rest = _BY_THEN.sub(" ", n)
+    if (signals.ANAPHORA.search(rest) or signals.LIMIT_WORD.search(rest) or not _READY.search(rest)
+            or set(signals.doubts(rest)) - {"hedge", "contrast"}):
+        return False
+    return _names_only(here, d) if here else named_d
 
 
 _LIST_WORDS = re.compile(r"\b(?:so|or|and|then|either|the|on|any|a|well|um|uh|er|erm|like|maybe|perhaps|probably"
