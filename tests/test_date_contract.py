@@ -810,3 +810,15 @@ def test_tens_as_quick_speech_writes_them_are_tens() -> None:
                   d(11, 23)).action is DateAction.RUN
     assert decide(asked_for_a_day("I need a callback about my bill", "the twenny third please"),
                   d(11, 20)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, answer, day, runs", [
+    ("I've Monday and Tuesday off next week", "Tuesday the 24th then", d(11, 24), True),
+    ("we've got the 24th free", "the 24th then", d(11, 24), True),
+    ("I've Monday off but Tuesday's out, I'm in Leeds", "Tuesday the 24th then", d(11, 24), False),
+    ("I've Friday off to the coast with the kids", "Friday the 27th then", d(11, 27), False),  # off to: away
+])
+def test_days_off_are_days_offered(said: str, answer: str, day: dt.date, runs: bool) -> None:
+    # class: "I've Monday off": a day off work the caller offers, not a statement of where they are
+    call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", answer))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -254,6 +254,12 @@ _NOTHING_ON = re.compile(
     r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?:nothing|nowt|nought|naught)\s(?:else\s)?on\b")
 """"I've nowt else on", "I have nothing on": the caller is free."""
 
+_DAYS_OFF = re.compile(
+    r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?P<days>(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th)"
+    r"(?:(?:\s?,\s?|\s(?:and|or|&)\s)(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th))*)\s(?:off|free)\b(?!\s(?:to|for|on|at|in))"
+)
+""""I've Monday and Tuesday off", "we've got the 3rd free": days off work, offered, not where the caller is."""
+
 _KEEP = re.compile(
     r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
     r"|(?:i'll|we'll|i\swill|we\swill)\snot\s(?:change|move)\s(?:it|that)"
@@ -272,7 +278,8 @@ def norm(text: str) -> str:
     of the call again at each date-bearing action.
     """
     n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
-    return _NOTHING_ON.sub("i'm free", _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n)))
+    n = _DAYS_OFF.sub(r"free \g<days>", _NOTHING_ON.sub("i'm free", n))
+    return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
 
 
 def without_quotes(text: str) -> str:
