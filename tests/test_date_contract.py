@@ -822,3 +822,15 @@ def test_days_off_are_days_offered(said: str, answer: str, day: dt.date, runs: b
     # class: "I've Monday off": a day off work the caller offers, not a statement of where they are
     call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", answer))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("Thursday the 3rd, yep. Mobile though, the landline's dead.", True),
+    ("Thursday the 3rd, yes. But ring my cell.", True),
+    ("Thursday the 3rd, yes. But hang on.", False),  # a "but" about nothing said: still a doubt
+    ("Thursday the 3rd, yes. Though my mobile's off that morning.", False),  # a time word: about when
+])
+def test_a_but_about_the_number_leaves_the_day_settled(reply: str, runs: bool) -> None:
+    # class: a contrast about how to reach the caller, after the day, is not a doubt about the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

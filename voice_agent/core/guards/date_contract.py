@@ -364,8 +364,8 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         # so ring me the 24th"; "ha, we had ours in October. The 26th, yes") neither asks nor doubts.
         text, own = _without_asides(s, reference)
         # "the 3rd, the kitchen's finished by then": the "by then" is why the day suits, no doubt of it
-        if not text or (signals.doubts(text) and not (
-                signals.doubts(text) == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
+        doubt = signals.doubts(_about_when(text))
+        if not text or (doubt and not (doubt == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
             continue
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
@@ -673,6 +673,16 @@ def _names_the_hour(text: str, asked: str) -> bool:
             and set(signals.doubts(text)) <= {"absence", "state"})
 
 
+_CONTACT = re.compile(r"\b(?:cell|mobile|landline|phone|number|email|e-mail|text|whatsapp|voicemail)\b")
+
+
+def _about_when(text: str) -> str:
+    """``text`` without its clauses about how to reach the caller ("Cell though", "but ring the landline"): no time
+    word and no doubt but a "but" or "though", so their contrast is about the number, not the day."""
+    return ", ".join(c for c in signals.clauses(text) if not (
+        _CONTACT.search(signals.norm(c)) and not signals.has_time_word(c) and set(signals.doubts(c)) <= {"contrast"}))
+
+
 def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
     acknowledgement, a goodbye, an aside about something else (see :func:`_aside`) or the hour the agent asked
@@ -687,7 +697,7 @@ def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
         return False  # "after five, when I finish work", answering "any particular time?"
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
     text = _NOTHING_ELSE.sub("", text)
-    if signals.only_acknowledges(text) or signals.doubts(text):
+    if signals.only_acknowledges(text) or signals.doubts(_about_when(text)):
         return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
     # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
