@@ -256,7 +256,8 @@ _NOTHING_ON = re.compile(
 
 _DAYS_OFF = re.compile(
     r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?P<days>(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th)"
-    r"(?:(?:\s?,\s?|\s(?:and|or|&)\s)(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th))*)\s(?:off|free)\b(?!\s(?:to|for|on|at|in))"
+    r"(?:(?:\s?,\s?|\s(?:and|or|&)\s)(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th))*)"
+    r"\s(?:off|free)\b(?!\s(?:to|for|on|at|in))"
 )
 """"I've Monday and Tuesday off", "we've got the 3rd free": days off work, offered, not where the caller is."""
 
