@@ -834,3 +834,16 @@ def test_a_but_about_the_number_leaves_the_day_settled(reply: str, runs: bool) -
     # class: a contrast about how to reach the caller, after the day, is not a doubt about the day
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("offer, runs", [
+    ("the 2nd might work or the 3rd, either", True),
+    ("maybe the 3rd or the 4th would suit", True),
+    ("the 2nd might work, the 3rd I might work late", False),  # a job that day: read back
+    ("the 2nd might work but not the 3rd", False),
+])
+def test_days_offered_then_one_agreed_runs(offer: str, runs: bool) -> None:
+    # class: the caller offers days ("might work", "would suit"), the agent picks one, the caller says yes
+    call = lane(("c", "refund please"), ("a", "Sure, I'll raise it now."), ("c", offer),
+                ("a", "I'll put Thursday the 3rd of December. Okay?"), ("c", "yeah righto"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

@@ -241,6 +241,9 @@ _SUITING_WORK = re.compile(
 )
 """"Work" that means suiting ("the 10th would work for me", "that works"), not a job ("I will work all day")."""
 
+_DAY_WORKS = re.compile(r"(\b\d{1,2}th\s(?:could|would|should|might|may|will)\s)works?\b")
+""""The 14th might work or the 15th": a day that would suit, whatever follows (not "the 14th I might work")."""
+
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
@@ -278,7 +281,7 @@ def norm(text: str) -> str:
     A change said not to happen reads "keep it" (see :data:`_KEEP`). Cached: the contract reads every utterance
     of the call again at each date-bearing action.
     """
-    n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    n = _DAY_WORKS.sub(r"\1suits", _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text))
     n = _DAYS_OFF.sub(r"free \g<days>", _NOTHING_ON.sub("i'm free", n))
     return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
 

@@ -745,6 +745,9 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
                     doubts & {"negation", "absence", "state"}) and any(
                     c.start is not None and c.start.day == d.day for c in found):
                 found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
+            if (found and doubts <= {"hedge"} and signals.FREE.search(n) and any(c.covers(d) for c in found)
+                    and all(c.kind is ConstraintKind.ON and not c.blocked for c in found)):
+                continue  # "the 14th might work or the 15th": days offered, ``d`` among them, nothing against it
             if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
                 continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
             risky = bool(doubts & {"negation", "absence", "limit", "state"})
