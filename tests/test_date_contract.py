@@ -847,3 +847,16 @@ def test_days_offered_then_one_agreed_runs(offer: str, runs: bool) -> None:
     call = lane(("c", "refund please"), ("a", "Sure, I'll raise it now."), ("c", offer),
                 ("a", "I'll put Thursday the 3rd of December. Okay?"), ("c", "yeah righto"))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("agent_day, day, runs", [
+    ("So Thursday the 3rd of December?", d(12, 3), True),
+    ("So Friday the 4th of December?", d(12, 4), False),  # a yes to another day than the one just chosen
+])
+def test_a_day_then_after_the_agent_flags_a_clash_is_the_new_choice(agent_day: str, day: dt.date,
+                                                                    runs: bool) -> None:
+    # class: "Thursday then, Thursday the 3rd" settles on a day after the one first asked for
+    call = lane(("c", "I'm off to Spain from the 26th to the 2nd"), ("a", "When would you like the call?"),
+                ("c", "the 1st of December"), ("a", "The 1st? That's while you're in Spain, isn't it?"),
+                ("c", "oh aye, so it is. Thursday then, Thursday the 3rd"), ("a", agent_day), ("c", "yes"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -465,7 +465,9 @@ _DAY_NAMED = re.compile(rf"\b\d{{1,2}}(?:th|st|nd|rd)\b|\bthe\s\d{{1,2}}\b|\b(?:
 "the October one" as "the october 1", which names none)."""
 
 _CHOOSING = re.compile(r"\b(?:call|ring|phone|book|put\s(?:it|me)|make\sit|move\sit|schedule|pencil|go\s(?:with|for)"
-                       r"|rather|prefer|better)\b")
+                       r"|rather|prefer|better|instead"
+                       # "Friday then, Friday the 27th": a day settled on after what went before
+                       rf"|(?:{signals.WEEKDAY_WORDS}|\d{{1,2}}th)\sthen)\b")
 """Words that make a day named a choice for the booking."""
 
 
