@@ -860,3 +860,17 @@ def test_a_day_then_after_the_agent_flags_a_clash_is_the_new_choice(agent_day: s
                 ("c", "the 1st of December"), ("a", "The 1st? That's while you're in Spain, isn't it?"),
                 ("c", "oh aye, so it is. Thursday then, Thursday the 3rd"), ("a", agent_day), ("c", "yes"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("yessir", True), ("for sure", True), ("that's the one", True), ("lock it in", True), ("too easy", True),
+    ("nae bother", True), ("sure, why not", True), ("kindly book it", True), ("that is fine madam", True),
+    ("100%", True), ("y'all go ahead and do that", True), ("sounds about right", True),
+    ("why not the 4th?", False), ("yessir, but make it the 4th", False), ("lock it in for the 4th", False),
+    ("too easy, hang on, I'm at the dentist then", False), ("that's the one I can't do", False),
+    ("sure, why not, no wait, I'm away", False), ("that's alright", False),  # "I'm alright, thanks": no yes
+])
+def test_more_ways_of_saying_yes_and_their_near_misses(reply: str, runs: bool) -> None:
+    # class: assent in other words (US South, Indian, Scots, Australian English), never with a day or doubt added
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

@@ -86,7 +86,7 @@ AGAINST = ("negation", "contrast", "hedge", "past", "limit", "absence")
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
-NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
+NEGATION = re.compile(r"\b(?:(?<!why\s)not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
                       r"|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
                       r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae"
                       # a day called bad: "a write-off", "forget it", "mad", "no go"
@@ -97,7 +97,7 @@ NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
                       r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
-"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother")."""
+"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother", "sure, why not")."""
 
 CONTRAST = re.compile(
     r"\b(?:but|except|unless|although|though|however|apart\sfrom|other\sthan|rather|instead|actually|wait|hang\son"
