@@ -874,3 +874,19 @@ def test_more_ways_of_saying_yes_and_their_near_misses(reply: str, runs: bool) -
     # class: assent in other words (US South, Indian, Scots, Australian English), never with a day or doubt added
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("go with Thursday", True), ("Thursday would suit", True), ("Thursday, that'll do", True),
+    ("Thursday morning is fine", True), ("Thursday afternoon would be good", True), ("Thursday's no problem", True),
+    ("Thursday in the morning please", True), ("any time Thursday", True), ("Thursday it is then", True),
+    ("Thursday should be fine", True),
+    ("go with Friday", False), ("Thursday's no good", False), ("Thursday morning I'm out", False),
+    ("any time but Thursday", False), ("Thursday week would suit", False), ("Thursday the 10th would suit", False),
+    ("Thursday in the morning, no, Friday", False), ("nae chance", False),
+    ("that'll do, make it the 4th though", False),
+])
+def test_the_day_proposed_approved_by_its_weekday_or_hour(reply: str, runs: bool) -> None:
+    # class: "Thursday would suit", "Thursday morning is fine" to "How about Thursday the 3rd?": the day proposed
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

@@ -96,7 +96,7 @@ NEGATION = re.compile(r"\b(?:(?<!why\s)not(?!\s(?:a\s(?:problem|bother|worry)|an
                       # taking a day back: "forget the 9th", "drop the 9th", "never mind the 9th"
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
-                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
+                      r"|n't\b|\b(?:no|nae)\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
 """Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother", "sure, why not")."""
 
 CONTRAST = re.compile(

@@ -374,7 +374,8 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
         requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(text)
-        if requested or (proposed and yes and _echoes(text, own, d)):
+        # "go with Thursday", "Thursday in the morning please" to "How about Thursday the 3rd?": the day proposed
+        if requested or (proposed and (yes or (bool(own) and signals.asks(text))) and _echoes(text, own, d)):
             found = i
     return found
 

@@ -55,8 +55,16 @@ _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
     r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
     # the day itself approved: "Thursday is okay", "Thursday is suiting me", "Thursday it is", "the 3rd it is"
-    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?s?\s(?:is|would\sbe|will\sbe)\s(?:just\s)?(?:okay|ok|fine|good"
-    r"|great|perfect|grand|lovely|suiting|lekker)\b|\b(?:\w+day|\d{1,2}(?:st|nd|rd|th)?)\sit\sis\W*$"
+    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?s?(?:\s(?:morning|afternoon|evening))?"
+    r"(?:'s|'d\sbe|\s(?:is|would\sbe|will\sbe|should\sbe))\s(?:just\s)?(?:okay|ok|fine|good"
+    r"|great|perfect|grand|lovely|suiting|lekker|better|ideal|no\s(?:problem|bother|bother\sat\sall))\b"
+    r"|\b(?:\w+day|\d{1,2}(?:st|nd|rd|th)?)\sit\sis(?:\sthen)?\W*$"
+    # the day with a word of suiting or an hour only: "Thursday would suit", "Thursday, that'll do", "Thursday
+    # morning", "any time Thursday"
+    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?\s(?:would|will|should)\ssuit\b|\bthat'll\sdo\W*$"
+    r"|^\W*(?:(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?\W+)?(?:any\s?time|(?:in\sthe\s)?(?:morning|afternoon"
+    r"|evening)|after\slunch|first\sthing)(?:\W+(?:on\s)?(?:(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?|that\sday)"
+    r")?(?:\W+(?:is\sfine|please|thanks|then))?\W*$"
 
     # A verb of suiting or going ahead ("that suits me", "go for it"), and a bare approving word as the whole
     # reply ("Good.", "Very good.", "Marvellous."): the refusal words below still veto them.
@@ -64,7 +72,7 @@ _AFFIRM_ANY = re.compile(
     r"|^\W*(?:(?:very|really|all|jolly)\s)?(?:good|marvellous|wonderful|smashing|super|splendid|ideal|terrific"
     r"|fab|fabulous|fantastic|magic|cracking|lush)\b(?:\W+(?:yes|yeah|yep|thanks|thank\syou|then|please))*\W*$"
 )
-_REFUSE = re.compile(r"\b(?:no|nope|not|n't|never|actually|instead|rather)\b|n't\b")
+_REFUSE = re.compile(r"\b(?:no(?!\s(?:problem|bother|worries)\b)|nope|not|n't|never|actually|instead|rather)\b|n't\b")
 
 
 class DateVerdict(StrEnum):
