@@ -890,3 +890,17 @@ def test_the_day_proposed_approved_by_its_weekday_or_hour(reply: str, runs: bool
     # class: "Thursday would suit", "Thursday morning is fine" to "How about Thursday the 3rd?": the day proposed
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, runs", [
+    ("I'm free on the 3rd of December", True), ("the 3rd, I'm home all day", True), ("I'm thinking the 3rd", True),
+    ("make it the 3rd", True), ("actually, the 3rd of December", True),
+    ("make it the 3rd, but I might be out", False), ("I'm free on the 3rd but not all day", False),
+    ("I'm thinking the 3rd or the 4th", False), ("actually the 3rd, no wait, the 4th", False),
+    ("I'm home on the 3rd from hospital, so not then", False), ("I'm free from the 3rd", False),
+    ("make it the 3rd, sorry, the 4th", False), ("I'm home the 3rd but the builders are in", False),
+])
+def test_reachable_words_and_a_correction_to_the_day_answer_which_day(answer: str, runs: bool) -> None:
+    # class: "I'm free on the 3rd", "make it the 3rd" answering "which day?": a firm request, not a state or doubt
+    call = asked_for_a_day("I need a callback about my bill", answer)
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

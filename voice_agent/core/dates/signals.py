@@ -153,6 +153,8 @@ STATE = re.compile(
     # "I'm happy with that", "I'm okay with Thursday": content with the day, not where the caller is
     r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content|free)"
     r"(?:\s(?:with|wi)\s(?:that|it|this|the\s\w+|\w+day)|\s?[,.!]|$))"
+    # "I'm free on the 3rd", "I'm home all day", "I'm thinking the 3rd": reachable, or choosing, not elsewhere
+    r"(?!\s(?:free|available|around|about|home|reachable|thinking|hoping)\b)"
 )
 """The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
 a statement about the day, not a plain yes or request."""
