@@ -904,3 +904,21 @@ def test_reachable_words_and_a_correction_to_the_day_answer_which_day(answer: st
     # class: "I'm free on the 3rd", "make it the 3rd" answering "which day?": a firm request, not a state or doubt
     call = asked_for_a_day("I need a callback about my bill", answer)
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("any day but Friday", d(12, 3), True),  # "Friday" after "but" is no choice of Friday
+    ("any day but Friday", d(12, 4), False),
+    ("I won't be around the last week of November", d(12, 3), True),  # the 30th is a Monday: not December's week
+    ("I won't be around the last week of November", d(11, 30), False),
+    ("I won't be around the last week of November", d(11, 23), False),  # the week most of it lies in
+    ("I'm off to Leeds on the 25th for two days", d(12, 3), True),  # a trip that long, then back
+    ("I'm off to Leeds on the 25th for two days", d(11, 26), False),
+    ("we fly to Spain on the 25th for a week", d(12, 1), False),
+    ("I'm going to my mum's on the 25th for two nights", d(11, 27), False),
+])
+def test_limits_said_before_the_agents_proposal(said: str, day: dt.date, runs: bool) -> None:
+    # classes: a weekday after "any day but", the nth week of a month, a trip with its length
+    call = lane(("c", "I'd like a refund"), ("a", "Sure. Any days to avoid?"), ("c", said),
+                ("a", f"Noted. How about {spoken_date(day)}?"), ("c", "yes that's fine"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -454,7 +454,7 @@ def _week_of(ctx: _Context, m: re.Match[str]) -> _Expr | None:
 
 def _nth_week(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     """"the first week of December": days 1-7 of the month (the last seven for "the last week"), widened to the
-    Monday-to-Sunday weeks they touch, since callers count a month's weeks either way."""
+    Monday-to-Sunday weeks that share three days or more with them, since callers count a month's weeks either way."""
     first = month_day(1, MONTHS[m["mon"]], None, ctx.reference, ctx.past(m.start()))
     if first is None:
         return None
@@ -464,7 +464,14 @@ def _nth_week(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     else:
         start = first + timedelta(days=7 * (int(m["n"]) - 1))
         end = start + timedelta(days=6)
-    return _Expr(m.start(), m.end(), week_start(start), week_start(end) + timedelta(days=6), "span")
+    def shares(monday: date) -> int:
+        return sum(start <= monday + timedelta(days=k) <= end for k in range(7))
+
+    # widened to a Monday-to-Sunday week only where that week shares three days or more with the seven: "the last
+    # week of November" (the 24th to the 30th, a Monday) is not the week of December the 30th starts
+    lo = week_start(start) if shares(week_start(start)) >= 3 else start
+    hi = week_start(end) + timedelta(days=6) if shares(week_start(end)) >= 3 else end
+    return _Expr(m.start(), m.end(), lo, hi, "span")
 
 
 def _weekday_of_week(ctx: _Context, m: re.Match[str]) -> _Expr:
@@ -971,6 +978,8 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
         # a day, or a weekday the rules pinned to one day ("starting Monday")
         one_day = e.shape == "day" or (e.shape == "weekday" and e.lo == e.hi)
         stay = _stay(norm.text[e.end : s_hi]) if mode == "day_before" and one_day else None
+        if stay is None and mode == "on" and one_day and _SETTING_OFF.search(norm.text[s_lo : e.start]):
+            stay = _stay(norm.text[e.end : s_hi])  # "I'm off to Leeds on the 25th for two days": away that long
         if stay is not None:
             # "in hospital from the 23rd for about a week": busy for that long, not from then on
             spans = [(ConstraintKind.RANGE, e.lo, e.lo + timedelta(days=stay - 1), None, True)]

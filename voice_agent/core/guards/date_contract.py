@@ -496,6 +496,10 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
             days.update((c.start, month_named) for c in found if c.start is not None)
             if _bare_weekday(clause):
                 weekdays.update(c.start for c in found if c.start is not None)
+    # "any day but Friday": the clause "Friday" is no choice when the whole reply rules that day out
+    if days:
+        against = [c for c in extract_constraints(text, reference) if c.blocked]
+        days = {(day, m) for day, m in days if not any(c.covers(day) for c in against)}
     # "he says Friday then, Friday the 27th": a bare weekday beside a day on that weekday is that day
     numbered = {day.weekday() for day, _ in days if day not in weekdays}
     days = {(day, m) for day, m in days if day not in weekdays or day.weekday() not in numbered}
