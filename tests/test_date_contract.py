@@ -922,3 +922,17 @@ def test_limits_said_before_the_agents_proposal(said: str, day: dt.date, runs: b
     call = lane(("c", "I'd like a refund"), ("a", "Sure. Any days to avoid?"), ("c", said),
                 ("a", f"Noted. How about {spoken_date(day)}?"), ("c", "yes that's fine"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("after, runs", [
+    ("I'll make sure I'm in", True), ("I'll be home that day", True), ("I'll be waiting by the phone", True),
+    ("lovely, talk then", True), ("what time roughly?", True), ("I've nothing on that day", True),
+    ("I'll be in hospital that day", False), ("I'll be home on the 4th", False), ("actually I'll be out then", False),
+    ("talk then, or maybe the 4th", False), ("I'll be around but not that day", False), ("I'm away then", False),
+    ("I'll be about, unless I'm called in", False), ("what time? I'm away till noon that day", False),
+])
+def test_being_in_for_the_call_after_the_yes_leaves_the_day_settled(after: str, runs: bool) -> None:
+    # class: after the yes, "I'll be in", "talk then", "what time roughly?" speak of the day settled, naming no other
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"), ("a", "Booked. Any particular time?"),
+                ("c", after))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs

@@ -697,6 +697,30 @@ def _about_when(text: str) -> str:
         _CONTACT.search(signals.norm(c)) and not signals.has_time_word(c) and set(signals.doubts(c)) <= {"contrast"}))
 
 
+_REACHABLE = re.compile(
+    r"\b(?:i'll|i\swill|i'm|i\sam|we'll|we\swill|we're|we\sare)\s(?:[\w']+\s){0,3}?(?:in|home|around|about|free|available)"
+    r"(?=\s?(?:$|[,.!]|all\sday|that\sday|then|on\sthe\sday|anyway|for\s(?:it|the\scall)))"
+    r"|\b(?:waiting|sat|sitting)\sby\sthe\sphone\b|\bkeep\s(?:my|the)\sphone\son\b"
+)
+"""Words of being in for the call: "I'll make sure I'm in", "I'll be home that day", "I'll keep my phone on"."""
+_POINTER = re.compile(r"\b(?:that\sday|that\sdate|then|on\sthe\sday|all\sday)\b")
+_HOUR_ASKED = re.compile(r"\bwhat\s(?:time|hour)\b|\b(?:when|what\stime)\sroughly\b")
+
+
+def _settled_words(text: str) -> bool:
+    """Whether a reply after the yes, naming no day, speaks only of the day settled: being in for the call, "talk
+    then", or which hour ("what time roughly?"). No negation and no word of doubt but where the caller will be."""
+    n = signals.norm(text)
+    doubt = set(signals.doubts(text))
+    if signals.NEGATION.search(n) or signals.TIME_WORD.search(_POINTER.sub(" ", n)) and not _HOUR_ASKED.search(n):
+        return False
+    if _REACHABLE.search(n):
+        return doubt <= {"state"}
+    if _HOUR_ASKED.search(n):
+        return doubt <= {"hedge"}
+    return bool(_POINTER.search(n)) and not doubt
+
+
 def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
     acknowledgement, a goodbye, an aside about something else (see :func:`_aside`) or the hour the agent asked
@@ -711,6 +735,8 @@ def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
         return False  # "after five, when I finish work", answering "any particular time?"
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
     text = _NOTHING_ELSE.sub("", text)
+    if not own and _settled_words(text):
+        return False  # "I'll be in all day", "talk then", "what time roughly?": about the day settled
     if signals.only_acknowledges(text) or signals.doubts(_about_when(text)):
         return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
