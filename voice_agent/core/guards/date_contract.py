@@ -712,7 +712,7 @@ def _settled_words(text: str) -> bool:
     then", or which hour ("what time roughly?"). No negation and no word of doubt but where the caller will be."""
     n = signals.norm(text)
     doubt = set(signals.doubts(text))
-    if signals.NEGATION.search(n) or signals.TIME_WORD.search(_POINTER.sub(" ", n)) and not _HOUR_ASKED.search(n):
+    if signals.NEGATION.search(n) or (signals.TIME_WORD.search(_POINTER.sub(" ", n)) and not _HOUR_ASKED.search(n)):
         return False
     if _REACHABLE.search(n):
         return doubt <= {"state"}
