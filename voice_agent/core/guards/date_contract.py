@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from voice_agent.core.dates import signals
@@ -318,6 +319,7 @@ _CHOICE = re.compile(r"\b(?:suits?|like|want|prefer|good|best|better|works?|conv
 """Words of a question that asks the caller to choose a day for the call."""
 
 
+@lru_cache(maxsize=4096)
 def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     # The question is the sentence that ends in "?": "nothing's taken until it's corrected. When would you like
@@ -755,77 +757,87 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     the 26th" and "26th? no." all touch the 26th; "I rang on the 14th" does not.
     """
     out: list[Citation] = []
-    weekday = _weekday_stem(d)
-    month = d.strftime("%B").lower()
     for _i, s, agents in _replies(said):
         offered = _answers_a_question_for_a_day(agents)
         named_d = False  # the clause before named ``d`` and no other day
         for clause in signals.clauses(s.text):
-            n = signals.norm(clause)
-            spans = signals.names_days(clause)
-            anaphora = signals.ANAPHORA.search(n) is not None
-            here = extract_constraints(clause, reference) if spans else []
-            ready_by = anaphora and _ready_by_then(n, here, d, named_d)
-            named_d = bool(here) and _names_only(here, d)
-            if ready_by:
-                if not here:
-                    continue  # "the 21st. The shop's quieter by then": a reason the day named suits
-                anaphora = False
-            if not spans and not anaphora:
-                continue
-            doubts = set(signals.doubts(clause)) - ({"limit"} if ready_by else set())
-            if "past" in doubts and not doubts & {"negation", "absence", "state"}:
-                continue  # what happened: "it was off from the 2nd", "I've had it since March"
-            if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
-                continue  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` among them
-            if signals.speaks_for(clause) and not signals.ONLY.search(n):
-                continue  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
-            found = extract_constraints(clause, reference)
-            if found and all(c.end is not None and c.end < reference for c in found) and (
-                    doubts & {"negation", "absence", "state"}) and any(
-                    c.start is not None and c.start.day == d.day for c in found):
-                found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
-            if (found and doubts <= {"hedge"} and signals.FREE.search(n) and any(c.covers(d) for c in found)
-                    and all(c.kind is ConstraintKind.ON and not c.blocked for c in found)):
-                continue  # "the 14th might work or the 15th": days offered, ``d`` among them, nothing against it
-            if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
-                continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
-            risky = bool(doubts & {"negation", "absence", "limit", "state"})
-            # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
-            recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
-            month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
-            # "monday the 30th" names the 30th: it says nothing of another Monday
-            singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
-            # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
-            # Australia on the 13th"): the rules read one day, the caller is away for more.
-            # the rules read the stretch themselves ("in hospital from the 23rd for five days"): no need to guess
-            stretch = any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.end is not None
-                          and c.end > c.start for c in found)
-            spread = bool(found) and (
-                (signals.DURATION.search(n) is not None and not stretch
-                 and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
-                or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
-                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
-                    # "going on the 5th and not back till the 12th": the rules read when the time away starts
-                    and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
-                                for c in found)))
-            if spread:
-                out.append(Citation(s.turn, clause))
-                continue
-            touches = (
-                any(c.covers(d) for c in found)
-                or recurring or month_named
-                or (singular and risky)
-                # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
-                or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
-                or anaphora
-                or signals.ONLY.search(n) is not None
-                # a day or span the rules could not read, said with a limit or an absence, that could be this day
-                or (not found and risky and not _other_days_only(n, d))
-            )
-            if touches and not _understood_and_allowed(clause, found, d, reference):
+            cite, named_d = _clause_touches(clause, s.text, d, reference, offered, named_d)
+            if cite:
                 out.append(Citation(s.turn, clause))
     return out
+
+
+@lru_cache(maxsize=16384)
+def _clause_touches(clause: str, whole: str, d: date, reference: date, offered: bool,
+                    named_d: bool) -> tuple[bool, bool]:
+    """Whether one caller clause (of the utterance ``whole``) touches ``d`` (see :func:`_touching`), and whether it
+    names ``d`` and no other day (for the clause after it). Cached: the contract reads every clause again at each
+    date-bearing action."""
+    weekday = _weekday_stem(d)
+    month = d.strftime("%B").lower()
+    n = signals.norm(clause)
+    spans = signals.names_days(clause)
+    anaphora = signals.ANAPHORA.search(n) is not None
+    here = extract_constraints(clause, reference) if spans else []
+    ready_by = anaphora and _ready_by_then(n, here, d, named_d)
+    after = bool(here) and _names_only(here, d)
+    if ready_by:
+        if not here:
+            return False, after  # "the 21st. The shop's quieter by then": a reason the day named suits
+        anaphora = False
+    if not spans and not anaphora:
+        return False, after
+    doubts = set(signals.doubts(clause)) - ({"limit"} if ready_by else set())
+    if "past" in doubts and not doubts & {"negation", "absence", "state"}:
+        return False, after  # what happened: "it was off from the 2nd", "I've had it since March"
+    if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
+        return False, after  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` too
+    if signals.speaks_for(clause) and not signals.ONLY.search(n):
+        return False, after  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
+    found = extract_constraints(clause, reference)
+    if found and all(c.end is not None and c.end < reference for c in found) and (
+            doubts & {"negation", "absence", "state"}) and any(
+            c.start is not None and c.start.day == d.day for c in found):
+        found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
+    if (found and doubts <= {"hedge"} and signals.FREE.search(n) and any(c.covers(d) for c in found)
+            and all(c.kind is ConstraintKind.ON and not c.blocked for c in found)):
+        return False, after  # "the 14th might work or the 15th": days offered, ``d`` among them, nothing against it
+    if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
+        return False, after  # a request of this very day, hedged or corrected ("the 2nd I guess", "make it the 2nd")
+    risky = bool(doubts & {"negation", "absence", "limit", "state"})
+    # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
+    recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
+    month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
+    # "monday the 30th" names the 30th: it says nothing of another Monday
+    singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
+    # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
+    # Australia on the 13th"): the rules read one day, the caller is away for more.
+    # the rules read the stretch themselves ("in hospital from the 23rd for five days"): no need to guess
+    stretch = any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.end is not None
+                  and c.end > c.start for c in found)
+    spread = bool(found) and (
+        (signals.DURATION.search(n) is not None and not stretch
+         and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
+        or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(whole)) is not None
+            and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
+            # "going on the 5th and not back till the 12th": the rules read when the time away starts
+            and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
+                        for c in found)))
+    if spread:
+        return True, after
+    touches = (
+        any(c.covers(d) for c in found)
+        or recurring or month_named
+        or (singular and risky)
+        # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
+        or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
+        or anaphora
+        or signals.ONLY.search(n) is not None
+        # a day or span the rules could not read, said with a limit or an absence, that could be this day
+        or (not found and risky and not _other_days_only(n, d))
+    )
+    return touches and not _understood_and_allowed(clause, found, d, reference), after
+
 
 
 _BY_THEN = re.compile(r"\b(?:by|before)\s(?:\w+\s)?then\b")
