@@ -936,3 +936,18 @@ def test_being_in_for_the_call_after_the_yes_leaves_the_day_settled(after: str, 
     call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"), ("a", "Booked. Any particular time?"),
                 ("c", after))
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("offer, reply, day, runs", [
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "the Thursday please", d(12, 3), True),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "the Thursday please", d(12, 2), False),
+    ("I have Thursday the 3rd or Thursday the 10th.", "the Thursday please", d(12, 3), False),  # which Thursday?
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "not the Thursday please", d(12, 3), False),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "Friday please", d(12, 3), False),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "Thursday week please", d(12, 3), False),  # its own day
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "next Thursday please", d(12, 3), False),
+])
+def test_a_weekday_picks_one_of_the_days_the_agent_offered(offer: str, reply: str, day: dt.date, runs: bool) -> None:
+    # class: "the Thursday please" after the agent names two days: the one on that weekday, when only one is
+    call = lane(("c", "refund please"), ("a", offer), ("c", reply))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -379,13 +379,28 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
-        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(text)
+        bare = _bare_weekday(text)
+        requested = bool(own) and (yes or asked) and (
+            (_names_only(own, d) and not bare) or (bare and _picks_by_weekday(agents, text, own, d)))
         # "go with Thursday", "Thursday in the morning please" to "How about Thursday the 3rd?": the day proposed
         if requested or (proposed and (yes or (bool(own) and signals.asks(text))) and _echoes(text, own, d)):
             found = i
     return found
 
 
+def _picks_by_weekday(agents: Sequence[SaidDates], text: str, own: Sequence[DateConstraint], d: date) -> bool:
+    """Whether a bare weekday ("the Thursday please") picks ``d`` from the days the agent just offered: ``d`` is
+    among them and is the only one on that weekday ("I have Wednesday the 2nd or Thursday the 3rd"). A weekday
+    placed in a week ("Thursday week", "next Thursday", "Thursday fortnight") is its own day, never a pick."""
+    if _WEEK_PLACED.search(signals.norm(text)):
+        return False
+    offered = {c.start for a in agents for c in a.constraints
+               if c.kind is ConstraintKind.ON and c.start is not None and c.start == c.end}
+    picked = {c.start.weekday() for c in own if c.start is not None}
+    return d in offered and picked == {d.weekday()} and [o.weekday() for o in offered].count(d.weekday()) == 1
+
+
+_WEEK_PLACED = re.compile(r"\b(?:week|weeks|weak|fortnight|next|this|coming|following|after|last|before)\b")
 _CORRECTS = re.compile(r"\b(?:make\sit|instead|actually|rather|change\sit\sto|switch\s(?:it\s)?to|move\sit\sto)\b")
 _BUT = re.compile(r"\b(?:but|though|although|however|except|unless|if|wait|hang\son|hold\son|sorry|scratch|i\smean)\b")
 """A contrast that keeps something back, beside a correction's words ("make it the 3rd, but ...")."""
