@@ -951,3 +951,17 @@ def test_a_weekday_picks_one_of_the_days_the_agent_offered(offer: str, reply: st
     # class: "the Thursday please" after the agent names two days: the one on that weekday, when only one is
     call = lane(("c", "refund please"), ("a", offer), ("c", reply))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, day, runs", [
+    ("the 3rd, no actually the 4th", d(12, 4), True),
+    ("the 3rd. No, sorry, the 4th", d(12, 4), True),
+    ("the 3rd, no actually the 4th", d(12, 3), False),  # the day taken back
+    ("the 3rd, no, the 4th is bad", d(12, 4), False),  # a "no" about the day after it
+    ("the 3rd, no actually the 4th is out", d(12, 4), False),
+])
+def test_a_no_that_opens_a_correction_takes_back_the_day_before(answer: str, day: dt.date, runs: bool) -> None:
+    # class: "no actually the 4th": the "no" is about the 3rd; the 4th is the caller's choice
+    call = lane(("c", "I need a callback about my bill"), ("a", "Which day would you like the callback?"),
+                ("c", answer), ("a", f"So {spoken_date(day)}?"), ("c", "yes"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

@@ -502,7 +502,13 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     days: set[tuple[date, bool]] = set()
     weekdays: set[date] = set()
     for clause in signals.clauses(text):
-        if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
+        n = signals.norm(clause)
+        if _LEADING_NO.match(n):
+            # "the 3rd, no actually the 4th": the days before are taken back, the day after the "no" is the choice
+            days.clear()
+            weekdays.clear()
+            n = _LEADING_NO.sub("", n)
+        if not signals.names_days(clause) or not set(signals.doubts(n)) <= {"hedge", "contrast"}:
             continue
         if not _DAY_NAMED.search(signals.norm(clause)):
             continue  # a month or a holiday alone ("the October one") is no one day
@@ -817,7 +823,8 @@ def _clause_touches(clause: str, whole: str, d: date, reference: date, offered: 
     if (found and doubts <= {"hedge"} and signals.FREE.search(n) and any(c.covers(d) for c in found)
             and all(c.kind is ConstraintKind.ON and not c.blocked for c in found)):
         return False, after  # "the 14th might work or the 15th": days offered, ``d`` among them, nothing against it
-    if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
+    if found and _names_only(found, d) and (doubts <= {"hedge", "contrast"} or (
+            _LEADING_NO.match(n) and set(signals.doubts(_LEADING_NO.sub("", n))) <= {"hedge", "contrast"})):
         return False, after  # a request of this very day, hedged or corrected ("the 2nd I guess", "make it the 2nd")
     risky = bool(doubts & {"negation", "absence", "limit", "state"})
     # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
@@ -855,6 +862,10 @@ def _clause_touches(clause: str, whole: str, d: date, reference: date, offered: 
 
 
 
+_LEADING_NO = re.compile(r"^\W*(?:no|nah|nope|naw)\W+(?=(?:(?:actually|wait|sorry|hang\son|i\smean|rather|make\sit)\W+)*"
+                         r"(?:the\s)?\d{1,2}th\b)")
+"""A "no" that opens a correction to the day named straight after it ("no actually the 4th"): it takes back the
+day before, not this one."""
 _BY_THEN = re.compile(r"\b(?:by|before)\s(?:\w+\s)?then\b")
 _READY = re.compile(r"\b(?:done|finished|sorted|ready|over|quieter|calmer|settled|back|home|free|paid|wrapped\sup)\b")
 
