@@ -862,8 +862,9 @@ def _clause_touches(clause: str, whole: str, d: date, reference: date, offered: 
 
 
 
-_LEADING_NO = re.compile(r"^\W*(?:no|nah|nope|naw)\W+(?=(?:(?:actually|wait|sorry|hang\son|i\smean|rather|make\sit)\W+)*"
-                         r"(?:the\s)?\d{1,2}th\b)")
+_LEADING_NO = re.compile(
+    r"^\W*(?:no|nah|nope|naw)\W+(?=(?:(?:actually|wait|sorry|hang\son|i\smean|rather|make\sit)\W+)*"
+    r"(?:the\s)?\d{1,2}th\b)")
 """A "no" that opens a correction to the day named straight after it ("no actually the 4th"): it takes back the
 day before, not this one."""
 _BY_THEN = re.compile(r"\b(?:by|before)\s(?:\w+\s)?then\b")
