@@ -965,3 +965,17 @@ def test_a_no_that_opens_a_correction_takes_back_the_day_before(answer: str, day
     call = lane(("c", "I need a callback about my bill"), ("a", "Which day would you like the callback?"),
                 ("c", answer), ("a", f"So {spoken_date(day)}?"), ("c", "yes"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I can't do the first three days of December", d(12, 4), True),
+    ("I can't do the first three days of December", d(12, 3), False),
+    ("I'm away the last two weeks of December", d(12, 21), False),  # this December, not last year's
+    ("I'm away the last two weeks of December", d(12, 16), True),
+    ("the first few days of December are out", d(12, 7), False),  # "few" taken wide
+])
+def test_the_first_or_last_days_of_a_month_are_those_days(said: str, day: dt.date, runs: bool) -> None:
+    # class: "the first three days of December", "the last two weeks of December"
+    call = lane(("c", "I want a refund"), ("a", "Any days to avoid?"), ("c", said), ("a", "Noted. Which day suits?"),
+                ("c", f"{spoken_date(day)} then"))
+    assert (decide(call, day).action is DateAction.RUN) is runs

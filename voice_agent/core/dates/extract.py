@@ -79,6 +79,10 @@ _P_WEEK_ON = re.compile(
 _P_NTH_WEEK = re.compile(
     rf"\b(?:the\s)?(?:(?P<n>[1-4])th|(?P<last>last))\s(?:full\s)?(?:week|weak)\s(?:of|in)\s(?P<mon>{_MON_FULL})\b"
 )
+_P_PART_OF_MONTH = re.compile(
+    rf"\bthe\s(?:(?P<first>1th|first)|(?P<last>last))\s(?P<n>\d{{1,2}}|few|couple(?:\sof)?)\s(?P<u>days|weeks)"
+    rf"\s(?:of|in)\s(?P<mon>{_MON_FULL})\b"
+)
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\son\s(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
@@ -474,6 +478,23 @@ def _nth_week(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     return _Expr(m.start(), m.end(), lo, hi, "span")
 
 
+def _part_of_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    """"the first three days of December", "the last two weeks of December": that many days from the month's start
+    or back from its end ("few" taken wide, as seven days or three weeks: a span ruled out errs on the long side).
+    Its "last" is the month's end, not a word of the past."""
+    past = ctx.past(m.start()) and not m["last"]
+    first = month_day(1, MONTHS[m["mon"]], None, ctx.reference, past)
+    if first is None:
+        return None
+    n = {"few": 0, "couple": 2, "couple of": 2}.get(m["n"], None)
+    weeks = m["u"] == "weeks"
+    days = (3 * 7 if weeks else 7) if n == 0 else (n or int(m["n"])) * (7 if weeks else 1)
+    end_of_month = first + relativedelta(months=1) - timedelta(days=1)
+    if m["last"]:
+        return _Expr(m.start(), m.end(), max(first, end_of_month - timedelta(days=days - 1)), end_of_month, "span")
+    return _Expr(m.start(), m.end(), first, min(end_of_month, first + timedelta(days=days - 1)), "span")
+
+
 def _weekday_of_week(ctx: _Context, m: re.Match[str]) -> _Expr:
     monday = week_start(ctx.reference) + timedelta(days=7 if m["q"] == "next" else 0)
     d = monday + timedelta(days=WEEKDAYS[m["wd"]])
@@ -536,6 +557,7 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_ORD_OF_REL, _ord_of_month),
     (_P_WEEK_OF, _week_of),
     (_P_NTH_WEEK, _nth_week),
+    (_P_PART_OF_MONTH, _part_of_month),
     (_P_WEEK_ON, _week_on),
     (_P_WD_WEEK, _weekday_of_week),
     (_P_WEEK_WD, _weekday_of_week),
@@ -558,7 +580,7 @@ _MONTH_NAME = re.compile(rf"\b(?:{_MON})")
 _WEEKDAY_NAME = re.compile(rf"\b(?:{_WD})|\bweekends\b")
 _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
     _P_RANGE_MD: ("month",), _P_RANGE_DM: ("month",), _P_ABS_DM: ("month",), _P_ABS_MD: ("month",),
-    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_NTH_WEEK: ("month",), _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
+    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_NTH_WEEK: ("month",), _P_PART_OF_MONTH: ("month",), _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
     _P_WD_WEEK: ("weekday", "week"), _P_WEEK_WD: ("weekday", "week"), _P_WEEKDAY: ("weekday",),
 }
 
