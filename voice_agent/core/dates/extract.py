@@ -486,7 +486,7 @@ def _part_of_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     first = month_day(1, MONTHS[m["mon"]], None, ctx.reference, past)
     if first is None:
         return None
-    n = {"few": 0, "couple": 2, "couple of": 2}.get(m["n"], None)
+    n = {"few": 0, "couple": 2, "couple of": 2}.get(m["n"])
     weeks = m["u"] == "weeks"
     days = (3 * 7 if weeks else 7) if n == 0 else (n or int(m["n"])) * (7 if weeks else 1)
     end_of_month = first + relativedelta(months=1) - timedelta(days=1)
