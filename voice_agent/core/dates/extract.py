@@ -580,7 +580,8 @@ _MONTH_NAME = re.compile(rf"\b(?:{_MON})")
 _WEEKDAY_NAME = re.compile(rf"\b(?:{_WD})|\bweekends\b")
 _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
     _P_RANGE_MD: ("month",), _P_RANGE_DM: ("month",), _P_ABS_DM: ("month",), _P_ABS_MD: ("month",),
-    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_NTH_WEEK: ("month",), _P_PART_OF_MONTH: ("month",), _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
+    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_NTH_WEEK: ("month",), _P_PART_OF_MONTH: ("month",),
+    _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
     _P_WD_WEEK: ("weekday", "week"), _P_WEEK_WD: ("weekday", "week"), _P_WEEKDAY: ("weekday",),
 }
 
