@@ -894,14 +894,13 @@ def test_the_day_proposed_approved_by_its_weekday_or_hour(reply: str, runs: bool
 
 @pytest.mark.parametrize("answer, runs", [
     ("I'm free on the 3rd of December", True), ("the 3rd, I'm home all day", True), ("I'm thinking the 3rd", True),
-    ("make it the 3rd", True), ("actually, the 3rd of December", True),
     ("make it the 3rd, but I might be out", False), ("I'm free on the 3rd but not all day", False),
     ("I'm thinking the 3rd or the 4th", False), ("actually the 3rd, no wait, the 4th", False),
     ("I'm home on the 3rd from hospital, so not then", False), ("I'm free from the 3rd", False),
     ("make it the 3rd, sorry, the 4th", False), ("I'm home the 3rd but the builders are in", False),
 ])
-def test_reachable_words_and_a_correction_to_the_day_answer_which_day(answer: str, runs: bool) -> None:
-    # class: "I'm free on the 3rd", "make it the 3rd" answering "which day?": a firm request, not a state or doubt
+def test_reachable_words_answer_which_day(answer: str, runs: bool) -> None:
+    # class: "I'm free on the 3rd", "I'm thinking the 3rd" answering "which day?": a firm request, not a state
     call = asked_for_a_day("I need a callback about my bill", answer)
     assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
 
@@ -979,3 +978,15 @@ def test_the_first_or_last_days_of_a_month_are_those_days(said: str, day: dt.dat
     call = lane(("c", "I want a refund"), ("a", "Any days to avoid?"), ("c", said), ("a", "Noted. Which day suits?"),
                 ("c", f"{spoken_date(day)} then"))
     assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("limit", ["I'm in hospital from the 1st to the 5th", "I'm away till the 4th",
+                                   "not the first week of December"])
+@pytest.mark.parametrize("reply", ["make it the 3rd", "I'm free on the 3rd", "Thursday would suit", "go with Thursday",
+                                   "the Thursday please", "yes. Do I need the account number?", "lock it in"])
+def test_the_new_ways_of_saying_yes_never_answer_a_limit_on_that_day(limit: str, reply: str) -> None:
+    # the classes that make more replies firm must not make a day the caller ruled out run
+    proposed = lane(("c", limit), ("a", "Noted."), ("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    asked = lane(("c", limit), ("a", "Which day then?"), ("c", reply))
+    assert decide(proposed, d(12, 3)).action is not DateAction.RUN
+    assert decide(asked, d(12, 3)).action is not DateAction.RUN

@@ -367,11 +367,7 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         text, own = _without_asides(s, reference)
         # "the 3rd, the kitchen's finished by then": the "by then" is why the day suits, no doubt of it
         doubt = signals.doubts(_about_when(text))
-        # "make it the 3rd", "actually the 3rd": a correction to this very day is the caller's last word on it
-        corrects = (doubt == ["contrast"] and bool(own) and _names_only(own, d)
-                    and _CORRECTS.search(signals.norm(text)) is not None and not _BUT.search(signals.norm(text)))
-        if not text or (doubt and not corrects
-                        and not (doubt == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
+        if not text or (doubt and not (doubt == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
             continue
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
@@ -401,9 +397,6 @@ def _picks_by_weekday(agents: Sequence[SaidDates], text: str, own: Sequence[Date
 
 
 _WEEK_PLACED = re.compile(r"\b(?:week|weeks|weak|fortnight|next|this|coming|following|after|last|before)\b")
-_CORRECTS = re.compile(r"\b(?:make\sit|instead|actually|rather|change\sit\sto|switch\s(?:it\s)?to|move\sit\sto)\b")
-_BUT = re.compile(r"\b(?:but|though|although|however|except|unless|if|wait|hang\son|hold\son|sorry|scratch|i\smean)\b")
-"""A contrast that keeps something back, beside a correction's words ("make it the 3rd, but ...")."""
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 """One sentence of a reply, with its closing mark."""
 
