@@ -755,3 +755,288 @@ def test_a_negation_about_a_day_to_come_still_binds_after_a_past_clause() -> Non
     call = lane(("c", "I rang you on the 14th, but I can't do that day next week either"),
                 ("a", "I can book a callback for " + spoken_date(d(11, 24)) + ". OK?"), ("c", "yes"))
     assert decide(call, d(11, 24)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm on leave the first week of December", d(12, 3), False),
+    ("I'm on leave the first week of December", d(12, 16), True),
+    ("I'm away the last week of November", d(11, 26), False),
+    ("I'm away the last week of November", d(12, 9), True),
+])
+def test_the_nth_week_of_a_month_is_that_week_not_the_month(said: str, day: dt.date, runs: bool) -> None:
+    # class: "the first week of December" (days 1-7, widened to the Monday-to-Sunday weeks they touch)
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm in hospital from the 23rd for five days", d(11, 26), False),
+    ("I'm in hospital from the 23rd for five days", d(12, 1), True),
+    ("I'm in hospital from the 23rd for about a week", d(12, 1), False),  # "about": a margin
+    ("I'm in hospital from the 23rd for a week or more", d(12, 9), False),  # may run on
+    ("I'm in hospital from the 23rd for weeks", d(12, 9), False),  # no end said
+    ("I'm on the tills from the 23rd for 5 days a week", d(12, 9), False),  # a rate kept from then on
+    ("I'm away at my sister's from the 23rd for 3 nights", d(11, 26), False),  # home on the 26th
+    ("I'm away at my sister's from the 23rd for 3 nights", d(12, 2), True),
+    ("I'm away at my sister's from the 23rd for three nights", d(12, 9), False),  # a count it cannot read: from then on
+    ("I'm in hospital starting Monday, 4 days of it", d(11, 25), False),  # the count straight after the day
+    ("I'm in hospital starting Monday, 4 days of it", d(12, 2), True),
+    ("I'm on nights from Monday, 4 days on 3 off", d(12, 2), False),  # a rota, kept from then on
+])
+def test_a_stay_from_a_day_for_a_while_ends(said: str, day: dt.date, runs: bool) -> None:
+    # class: "in hospital from the 23rd for five days": busy for that long, not from then on
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("not before the Day of Reconciliation", d(12, 15), False),
+    ("not before the Day of Reconciliation", d(12, 17), True),
+    ("we're away over Black Friday", d(11, 27), False),
+    ("nothing till after St Stephen's Day", d(12, 22), False),
+])
+def test_holidays_of_other_countries_are_days(said: str, day: dt.date, runs: bool) -> None:
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+def test_nothing_else_on_is_free_and_a_question_after_the_yes_leaves_it_a_yes() -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "aye, Thursday. Do I send the bills back?"),
+                ("a", "No need. So Thursday the 3rd?"), ("c", "aye, I've nowt else on"))
+    assert decide(call, d(12, 3)).action is DateAction.RUN
+    asked_back = lane(("c", "refund please"), ("a", PROPOSED), ("c", "Thursday? Is that the 3rd?"))
+    assert decide(asked_back, d(12, 3)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("aye. Do I need the account number for that?", True),  # a question about something else
+    ("Yes please. Will you ring before the weekend?", False),  # asks back about when
+    ("Yeah. Or is the Friday better for you?", False),
+    ("Thursday? Sorry, which one?", False),
+])
+def test_a_question_after_a_yes_is_a_yes_only_when_it_is_not_about_when(reply: str, runs: bool) -> None:
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I'm down in Devon from the 2nd to the 6th, snowed under, no phone", d(12, 4), False),
+    ("I'm down in Devon from the 2nd to the 6th, snowed under, no phone", d(12, 9), True),
+    ("from the second to the sixth I'm flat out, phone's off", d(12, 3), False),
+    ("from the 2nd to the 6th, not answering", d(12, 5), False),
+])
+def test_a_span_with_no_phone_in_it_is_an_absence_not_an_offer(said: str, day: dt.date, runs: bool) -> None:
+    # class: out of reach said in other words after the span, in the same sentence
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("down the coast from the second to the sixth visiting me nan no phone down there", d(12, 4), False),
+    ("down the coast from the second to the sixth visiting me nan no phone down there", d(12, 8), True),
+])
+def test_a_span_end_followed_by_what_the_caller_is_doing_is_a_day(said: str, day: dt.date, runs: bool) -> None:
+    # class: speech written without commas, "to the 6th visiting": the 6th still ends the span
+    call = lane(("c", said), ("a", f"How about {spoken_date(day)}?"), ("c", "yes please"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, runs", [
+    ("the 3rd of December works, the kitchen's finished by then", True),
+    ("the 3rd of December. The builders are done by then.", True),
+    ("the 3rd of December works, but we'll have left by then", False),  # no word of being ready: read back
+    ("the 3rd of December, I'm away by then", False),
+    ("the 3rd of December, if I'm not back by then ring the week after", False),
+])
+def test_ready_by_then_after_the_day_named_is_why_it_suits(answer: str, runs: bool) -> None:
+    # class: "by then" pointing at the day the caller has just named, with a word of something ready by it
+    call = asked_for_a_day("I need a callback about my bill", answer)
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+def test_tens_as_quick_speech_writes_them_are_tens() -> None:
+    # class: "the twenny third" (a recogniser's spelling of quick or accented speech) is the 23rd
+    assert decide(asked_for_a_day("I need a callback about my bill", "the twenny third please"),
+                  d(11, 23)).action is DateAction.RUN
+    assert decide(asked_for_a_day("I need a callback about my bill", "the twenny third please"),
+                  d(11, 20)).action is not DateAction.RUN
+
+
+@pytest.mark.parametrize("said, answer, day, runs", [
+    ("I've Monday and Tuesday off next week", "Tuesday the 24th then", d(11, 24), True),
+    ("we've got the 24th free", "the 24th then", d(11, 24), True),
+    ("I've Monday off but Tuesday's out, I'm in Leeds", "Tuesday the 24th then", d(11, 24), False),
+    ("I've Friday off to the coast with the kids", "Friday the 27th then", d(11, 27), False),  # off to: away
+])
+def test_days_off_are_days_offered(said: str, answer: str, day: dt.date, runs: bool) -> None:
+    # class: "I've Monday off": a day off work the caller offers, not a statement of where they are
+    call = lane(("c", said), ("a", "Which day would you like the callback?"), ("c", answer))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("Thursday the 3rd, yep. Mobile though, the landline's dead.", True),
+    ("Thursday the 3rd, yes. But ring my cell.", True),
+    ("Thursday the 3rd, yes. But hang on.", False),  # a "but" about nothing said: still a doubt
+    ("Thursday the 3rd, yes. Though my mobile's off that morning.", False),  # a time word: about when
+])
+def test_a_but_about_the_number_leaves_the_day_settled(reply: str, runs: bool) -> None:
+    # class: a contrast about how to reach the caller, after the day, is not a doubt about the day
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("offer, runs", [
+    ("the 2nd might work or the 3rd, either", True),
+    ("maybe the 3rd or the 4th would suit", True),
+    ("the 2nd might work, the 3rd I might work late", False),  # a job that day: read back
+    ("the 2nd might work but not the 3rd", False),
+])
+def test_days_offered_then_one_agreed_runs(offer: str, runs: bool) -> None:
+    # class: the caller offers days ("might work", "would suit"), the agent picks one, the caller says yes
+    call = lane(("c", "refund please"), ("a", "Sure, I'll raise it now."), ("c", offer),
+                ("a", "I'll put Thursday the 3rd of December. Okay?"), ("c", "yeah righto"))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("agent_day, day, runs", [
+    ("So Thursday the 3rd of December?", d(12, 3), True),
+    ("So Friday the 4th of December?", d(12, 4), False),  # a yes to another day than the one just chosen
+])
+def test_a_day_then_after_the_agent_flags_a_clash_is_the_new_choice(agent_day: str, day: dt.date,
+                                                                    runs: bool) -> None:
+    # class: "Thursday then, Thursday the 3rd" settles on a day after the one first asked for
+    call = lane(("c", "I'm off to Spain from the 26th to the 2nd"), ("a", "When would you like the call?"),
+                ("c", "the 1st of December"), ("a", "The 1st? That's while you're in Spain, isn't it?"),
+                ("c", "oh aye, so it is. Thursday then, Thursday the 3rd"), ("a", agent_day), ("c", "yes"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("yessir", True), ("for sure", True), ("that's the one", True), ("lock it in", True), ("too easy", True),
+    ("nae bother", True), ("sure, why not", True), ("kindly book it", True), ("that is fine madam", True),
+    ("100%", True), ("y'all go ahead and do that", True), ("sounds about right", True),
+    ("why not the 4th?", False), ("yessir, but make it the 4th", False), ("lock it in for the 4th", False),
+    ("too easy, hang on, I'm at the dentist then", False), ("that's the one I can't do", False),
+    ("sure, why not, no wait, I'm away", False), ("that's alright", False),  # "I'm alright, thanks": no yes
+])
+def test_more_ways_of_saying_yes_and_their_near_misses(reply: str, runs: bool) -> None:
+    # class: assent in other words (US South, Indian, Scots, Australian English), never with a day or doubt added
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("reply, runs", [
+    ("go with Thursday", True), ("Thursday would suit", True), ("Thursday, that'll do", True),
+    ("Thursday morning is fine", True), ("Thursday afternoon would be good", True), ("Thursday's no problem", True),
+    ("Thursday in the morning please", True), ("any time Thursday", True), ("Thursday it is then", True),
+    ("Thursday should be fine", True),
+    ("go with Friday", False), ("Thursday's no good", False), ("Thursday morning I'm out", False),
+    ("any time but Thursday", False), ("Thursday week would suit", False), ("Thursday the 10th would suit", False),
+    ("Thursday in the morning, no, Friday", False), ("nae chance", False),
+    ("that'll do, make it the 4th though", False),
+])
+def test_the_day_proposed_approved_by_its_weekday_or_hour(reply: str, runs: bool) -> None:
+    # class: "Thursday would suit", "Thursday morning is fine" to "How about Thursday the 3rd?": the day proposed
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, runs", [
+    ("I'm free on the 3rd of December", True), ("the 3rd, I'm home all day", True), ("I'm thinking the 3rd", True),
+    ("make it the 3rd, but I might be out", False), ("I'm free on the 3rd but not all day", False),
+    ("I'm thinking the 3rd or the 4th", False), ("actually the 3rd, no wait, the 4th", False),
+    ("I'm home on the 3rd from hospital, so not then", False), ("I'm free from the 3rd", False),
+    ("make it the 3rd, sorry, the 4th", False), ("I'm home the 3rd but the builders are in", False),
+])
+def test_reachable_words_answer_which_day(answer: str, runs: bool) -> None:
+    # class: "I'm free on the 3rd", "I'm thinking the 3rd" answering "which day?": a firm request, not a state
+    call = asked_for_a_day("I need a callback about my bill", answer)
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("any day but Friday", d(12, 3), True),  # "Friday" after "but" is no choice of Friday
+    ("any day but Friday", d(12, 4), False),
+    ("I won't be around the last week of November", d(12, 3), True),  # the 30th is a Monday: not December's week
+    ("I won't be around the last week of November", d(11, 30), False),
+    ("I won't be around the last week of November", d(11, 23), False),  # the week most of it lies in
+    ("I'm off to Leeds on the 25th for two days", d(12, 3), True),  # a trip that long, then back
+    ("I'm off to Leeds on the 25th for two days", d(11, 26), False),
+    ("we fly to Spain on the 25th for a week", d(12, 1), False),
+    ("I'm going to my mum's on the 25th for two nights", d(11, 27), False),
+])
+def test_limits_said_before_the_agents_proposal(said: str, day: dt.date, runs: bool) -> None:
+    # classes: a weekday after "any day but", the nth week of a month, a trip with its length
+    call = lane(("c", "I'd like a refund"), ("a", "Sure. Any days to avoid?"), ("c", said),
+                ("a", f"Noted. How about {spoken_date(day)}?"), ("c", "yes that's fine"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("after, runs", [
+    ("I'll make sure I'm in", True), ("I'll be home that day", True), ("I'll be waiting by the phone", True),
+    ("lovely, talk then", True), ("what time roughly?", True), ("I've nothing on that day", True),
+    ("I'll be in hospital that day", False), ("I'll be home on the 4th", False), ("actually I'll be out then", False),
+    ("talk then, or maybe the 4th", False), ("I'll be around but not that day", False), ("I'm away then", False),
+    ("I'll be about, unless I'm called in", False), ("what time? I'm away till noon that day", False),
+])
+def test_being_in_for_the_call_after_the_yes_leaves_the_day_settled(after: str, runs: bool) -> None:
+    # class: after the yes, "I'll be in", "talk then", "what time roughly?" speak of the day settled, naming no other
+    call = lane(("c", "refund please"), ("a", PROPOSED), ("c", "yes please"), ("a", "Booked. Any particular time?"),
+                ("c", after))
+    assert (decide(call, d(12, 3)).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("offer, reply, day, runs", [
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "the Thursday please", d(12, 3), True),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "the Thursday please", d(12, 2), False),
+    ("I have Thursday the 3rd or Thursday the 10th.", "the Thursday please", d(12, 3), False),  # which Thursday?
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "not the Thursday please", d(12, 3), False),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "Friday please", d(12, 3), False),
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "Thursday week please", d(12, 3), False),  # its own day
+    ("I have Wednesday the 2nd or Thursday the 3rd.", "next Thursday please", d(12, 3), False),
+])
+def test_a_weekday_picks_one_of_the_days_the_agent_offered(offer: str, reply: str, day: dt.date, runs: bool) -> None:
+    # class: "the Thursday please" after the agent names two days: the one on that weekday, when only one is
+    call = lane(("c", "refund please"), ("a", offer), ("c", reply))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("answer, day, runs", [
+    ("the 3rd, no actually the 4th", d(12, 4), True),
+    ("the 3rd. No, sorry, the 4th", d(12, 4), True),
+    ("the 3rd, no actually the 4th", d(12, 3), False),  # the day taken back
+    ("the 3rd, no, the 4th is bad", d(12, 4), False),  # a "no" about the day after it
+    ("the 3rd, no actually the 4th is out", d(12, 4), False),
+])
+def test_a_no_that_opens_a_correction_takes_back_the_day_before(answer: str, day: dt.date, runs: bool) -> None:
+    # class: "no actually the 4th": the "no" is about the 3rd; the 4th is the caller's choice
+    call = lane(("c", "I need a callback about my bill"), ("a", "Which day would you like the callback?"),
+                ("c", answer), ("a", f"So {spoken_date(day)}?"), ("c", "yes"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("said, day, runs", [
+    ("I can't do the first three days of December", d(12, 4), True),
+    ("I can't do the first three days of December", d(12, 3), False),
+    ("I'm away the last two weeks of December", d(12, 21), False),  # this December, not last year's
+    ("I'm away the last two weeks of December", d(12, 16), True),
+    ("the first few days of December are out", d(12, 7), False),  # "few" taken wide
+])
+def test_the_first_or_last_days_of_a_month_are_those_days(said: str, day: dt.date, runs: bool) -> None:
+    # class: "the first three days of December", "the last two weeks of December"
+    call = lane(("c", "I want a refund"), ("a", "Any days to avoid?"), ("c", said), ("a", "Noted. Which day suits?"),
+                ("c", f"{spoken_date(day)} then"))
+    assert (decide(call, day).action is DateAction.RUN) is runs
+
+
+@pytest.mark.parametrize("limit", ["I'm in hospital from the 1st to the 5th", "I'm away till the 4th",
+                                   "not the first week of December"])
+@pytest.mark.parametrize("reply", ["make it the 3rd", "I'm free on the 3rd", "Thursday would suit", "go with Thursday",
+                                   "the Thursday please", "yes. Do I need the account number?", "lock it in"])
+def test_the_new_ways_of_saying_yes_never_answer_a_limit_on_that_day(limit: str, reply: str) -> None:
+    # the classes that make more replies firm must not make a day the caller ruled out run
+    proposed = lane(("c", limit), ("a", "Noted."), ("c", "refund please"), ("a", PROPOSED), ("c", reply))
+    asked = lane(("c", limit), ("a", "Which day then?"), ("c", reply))
+    assert decide(proposed, d(12, 3)).action is not DateAction.RUN
+    assert decide(asked, d(12, 3)).action is not DateAction.RUN

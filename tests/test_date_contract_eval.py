@@ -20,6 +20,7 @@ from voice_agent.core.transcript import TranscriptEntry, TranscriptLane
 from voice_agent.harness.evaluation.cli import eval_app
 from voice_agent.harness.evaluation.date_contract_eval import (
     CONTRACT_DIR,
+    CachedOnly,
     ContractConfig,
     ContractFactory,
     InputError,
@@ -180,3 +181,26 @@ def test_a_reading_that_timed_out_is_asked_again_next_time(data: Path, tmp_path:
                                      cache=cache))
     kept = json.loads(cache.read_text())
     assert kept and all(v["reader"] == "x" for v in kept.values())  # a reply is kept, under its reader
+
+
+def test_cached_only_scores_the_readings_kept_and_times_out_the_rest(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "readings.json"
+    # one run that reads everything with a (fake) model and keeps its replies
+    evaluate_contract(ContractConfig(sets=("dev",), root=data, reader=QuotesWhatWasNeverSaid(), reader_name="local",
+                                     cache=cache))
+    kept = json.loads(cache.read_text())
+    dropped_key = next(iter(kept))
+    del kept[dropped_key]  # one reading not finished yet
+    cache.write_text(json.dumps(kept))
+    reader = CachedOnly()
+    report = evaluate_contract(ContractConfig(sets=("dev",), root=data, reader=reader, reader_name="local",
+                                              cache=cache))
+    reading = report["sets"]["dev"]["reading"]
+    assert reader.asked == 1 and reading["failed"] == 1  # the missing one times out, the model is never asked
+    assert reading["dropped"] == reading["readings"] - 1  # the kept replies are checked again
+    assert json.loads(cache.read_text()) == kept  # a timeout is never cached
+    result = CliRunner().invoke(eval_app, ["dates", "--set", "dev", "--data", str(data), "--reader", "local",
+                                           "--cached-only", "--cache", str(cache)])
+    assert result.exit_code == 0, result.output
+    assert "1 readings not cached: counted as timed out" in result.output
+    assert CliRunner().invoke(eval_app, ["dates", "--cached-only"]).exit_code != 0  # rules only: nothing to score

@@ -76,6 +76,13 @@ _P_WEEK_ON = re.compile(
     # "tomorrow week", "Thursday week" (British): the same, said the other way round
     rf"|\b(?P<wd2>{_WD}|tomorrow|today)\s(?:'s\s)?(?:week|weak)\b(?!\s(?:of|on|after|before|starting|beginning))"
 )
+_P_NTH_WEEK = re.compile(
+    rf"\b(?:the\s)?(?:(?P<n>[1-4])th|(?P<last>last))\s(?:full\s)?(?:week|weak)\s(?:of|in)\s(?P<mon>{_MON_FULL})\b"
+)
+_P_PART_OF_MONTH = re.compile(
+    rf"\bthe\s(?:(?P<first>1th|first)|(?P<last>last))\s(?P<n>\d{{1,2}}|few|couple(?:\sof)?)\s(?P<u>days|weeks)"
+    rf"\s(?:of|in)\s(?P<mon>{_MON_FULL})\b"
+)
 _P_WD_WEEK = re.compile(rf"\b(?P<wd>{_WD})\s(?:of\s)?(?P<q>this|next)\sweek\b")
 _P_WEEK_WD = re.compile(rf"\b(?P<q>this|next)\sweek\son\s(?:the\s)?(?P<wd>{_WD})\b")  # "next week on Saturday"
 _P_MONTH_REL = re.compile(r"\b(?P<q>this|next|last)\smonth\b")
@@ -146,8 +153,18 @@ _BLOCKED = re.compile(
     r"|(?:i'm|i\sam|we're|we\sare|be|he's|she's|they're|is)\sout"
     # duties that fill the days: "on twelves", "on nights", "on placement", "on the wards"
     r"|on\s(?:nights|days|earlies|lates|twelves|shifts?|call|placement|the\swards|a\scourse|rota)|placement|shifts"
-    r"|booked\s(?:from|solid|every|all|through)|(?:i'm|i\sam|we're|we\sare|stall's|diary's|week's)\sbooked)\b"
+    r"|booked\s(?:from|solid|every|all|through)|(?:i'm|i\sam|we're|we\sare|stall's|diary's|week's)\sbooked"
+    # out of reach in other words: "flat out no calls", "snowed under", "phone's off", "no phone out there"
+    r"|flat\sout|snowed\sunder|no\s(?:calls|phone|phones|reception|coverage)|not\s(?:picking\sup|answering)"
+    r"|phone(?:'s|\sis|\swill\sbe|s\sare)\s(?:off|in))\b"
 )
+_OUT_OF_REACH = re.compile(
+    r"\b(?:flat\sout|snowed\sunder|no\s(?:calls|phone|phones|reception|coverage)|not\s(?:picking\sup|answering)"
+    r"|phone(?:'s|\sis|\swill\sbe|s\sare)\s(?:off|in))\b"
+)
+"""Words of being out of reach that, later in a sentence, make a span said before them an absence."""
+_OFFERED_HERE = re.compile(
+    r"(?<!not\s)(?<!n't\s)\b(?:suits?|works?|free|fine|good|ok|okay|available|around|best|ideal)\b")
 # "after that" / "from then" / "otherwise" start a clause about the time beyond the date just named:
 # "any day before the 2nd works, after that I'm away" - the "away" is not about the 2nd itself.
 _AFTER_THAT = r"(?:after|from|beyond|past)\s(?:that|then|this|which)"
@@ -238,6 +255,9 @@ def _token_is_spelled(ctx: _Context, pos: int) -> bool:
     return not ctx.norm.original[tok.start : tok.start + 1].isdigit()
 
 
+_RANGE_END = re.compile(r"\b(?:to|till|til|until|through|thru)\s(?:the\s)?$")
+
+
 def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     """Whether a bare "<n>th" / "the <n>" reads as a day, not "the second time" or "the 3 of us"."""
     norm = ctx.norm
@@ -251,8 +271,11 @@ def _day_ok(ctx: _Context, m: re.Match[str], *, digits_only: bool) -> bool:
     limit_now = nxt == "now" and prev in _LIMIT_CUES
     # "the 4th friday" after "the fourth of December, a Friday?": the day and its weekday, when they agree
     weekday_after = nxt in WEEKDAYS and _agrees(int(m["d"]), WEEKDAYS[nxt], ctx)
+    # "to the 11th doing a reno" (speech written without commas): what the caller is doing on those days
+    doing = (nxt is not None and len(nxt) > 4 and nxt.endswith("ing")
+             and _RANGE_END.search(norm.text[: m.start()]) is not None)
     if (nxt is not None and nxt[0].isalnum() and nxt not in _FOLLOW_OK and not next_is_day and not limit_now
-            and not weekday_after):
+            and not weekday_after and not doing):
         return False
     if nxt is not None and (nxt.startswith("#") or nxt[0].isdigit()):
         return False  # "the second one", "the 3rd 4729": a count, or part of a masked number
@@ -325,7 +348,9 @@ def _units(ctx: _Context, m: re.Match[str]) -> _Expr | None:
 _P_HOLIDAY = re.compile(
     r"\b(?:christmas\seve|christmas\sday|christmas|xmas|boxing\sday|new\syear'?s?\seve|hogmanay"
     r"|new\syear'?s?(?:\sday)?|easter\s(?:sunday|monday)|good\sfriday|easter|thanksgiving|halloween"
-    r"|bonfire\snight|guy\sfawkes)\b"
+    r"|bonfire\snight|guy\sfawkes|(?:the\s)?day\sof\s(?:reconciliation|goodwill)|reconciliation\sday"
+    r"|st\.?\s?stephen'?s(?:\sday)?|saint\sstephen'?s(?:\sday)?|black\sfriday|cyber\smonday"
+    r"|veterans'?\sday|remembrance\s(?:day|sunday)|armistice\sday|st\.?\s?andrew'?s\sday)\b"
 )
 
 
@@ -333,10 +358,16 @@ def _holiday_day(word: str, year: int) -> tuple[date, date] | None:
     """The day (or days) a holiday name means in ``year``: Christmas is the 25th, Easter its weekend."""
     from dateutil.easter import easter
 
-    word = word.replace("'s", "").replace("'", "")
+    word = re.sub(r"^the\s|\.", "", word.replace("'s", "").replace("'", "")).replace("saint ", "st ")
+    word = re.sub(r"^st(?=\w)", "st ", word)
     fixed = {"christmas eve": (12, 24), "christmas day": (12, 25), "christmas": (12, 25), "xmas": (12, 25),
              "boxing day": (12, 26), "new years eve": (12, 31), "new year eve": (12, 31), "hogmanay": (12, 31),
-             "halloween": (10, 31), "bonfire night": (11, 5), "guy fawkes": (11, 5)}
+             "halloween": (10, 31), "bonfire night": (11, 5), "guy fawkes": (11, 5),
+             # South Africa, Ireland, the US and the UK
+             "day of reconciliation": (12, 16), "reconciliation day": (12, 16), "day of goodwill": (12, 26),
+             "st stephen": (12, 26), "st stephen day": (12, 26), "st stephens": (12, 26),
+             "st stephens day": (12, 26), "veterans day": (11, 11), "veterans' day": (11, 11),
+             "remembrance day": (11, 11), "armistice day": (11, 11), "st andrew day": (11, 30)}
     if word in fixed:
         month, day = fixed[word]
         d = date(year, month, day)
@@ -344,9 +375,14 @@ def _holiday_day(word: str, year: int) -> tuple[date, date] | None:
     if word.startswith("new year"):
         d = date(year + 1, 1, 1)
         return d, d
-    if word == "thanksgiving":
+    if word in ("thanksgiving", "black friday", "cyber monday"):
         first = date(year, 11, 1)
         d = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+        d += timedelta(days={"thanksgiving": 0, "black friday": 1, "cyber monday": 4}[word])
+        return d, d
+    if word == "remembrance sunday":
+        first = date(year, 11, 1)
+        d = first + timedelta(days=(6 - first.weekday()) % 7 + 7)
         return d, d
     sunday = easter(year)
     return {"easter": (sunday - timedelta(days=2), sunday + timedelta(days=1)),
@@ -420,6 +456,45 @@ def _week_of(ctx: _Context, m: re.Match[str]) -> _Expr | None:
     return _Expr(m.start(), m.end(), monday, monday + timedelta(days=6), "span", week=monday)
 
 
+def _nth_week(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    """"the first week of December": days 1-7 of the month (the last seven for "the last week"), widened to the
+    Monday-to-Sunday weeks that share three days or more with them, since callers count a month's weeks either way."""
+    first = month_day(1, MONTHS[m["mon"]], None, ctx.reference, ctx.past(m.start()))
+    if first is None:
+        return None
+    if m["last"]:
+        end = first + relativedelta(months=1) - timedelta(days=1)
+        start = end - timedelta(days=6)
+    else:
+        start = first + timedelta(days=7 * (int(m["n"]) - 1))
+        end = start + timedelta(days=6)
+    def shares(monday: date) -> int:
+        return sum(start <= monday + timedelta(days=k) <= end for k in range(7))
+
+    # widened to a Monday-to-Sunday week only where that week shares three days or more with the seven: "the last
+    # week of November" (the 24th to the 30th, a Monday) is not the week of December the 30th starts
+    lo = week_start(start) if shares(week_start(start)) >= 3 else start
+    hi = week_start(end) + timedelta(days=6) if shares(week_start(end)) >= 3 else end
+    return _Expr(m.start(), m.end(), lo, hi, "span")
+
+
+def _part_of_month(ctx: _Context, m: re.Match[str]) -> _Expr | None:
+    """"the first three days of December", "the last two weeks of December": that many days from the month's start
+    or back from its end ("few" taken wide, as seven days or three weeks: a span ruled out errs on the long side).
+    Its "last" is the month's end, not a word of the past."""
+    past = ctx.past(m.start()) and not m["last"]
+    first = month_day(1, MONTHS[m["mon"]], None, ctx.reference, past)
+    if first is None:
+        return None
+    n = {"few": 0, "couple": 2, "couple of": 2}.get(m["n"])
+    weeks = m["u"] == "weeks"
+    days = (3 * 7 if weeks else 7) if n == 0 else (n or int(m["n"])) * (7 if weeks else 1)
+    end_of_month = first + relativedelta(months=1) - timedelta(days=1)
+    if m["last"]:
+        return _Expr(m.start(), m.end(), max(first, end_of_month - timedelta(days=days - 1)), end_of_month, "span")
+    return _Expr(m.start(), m.end(), first, min(end_of_month, first + timedelta(days=days - 1)), "span")
+
+
 def _weekday_of_week(ctx: _Context, m: re.Match[str]) -> _Expr:
     monday = week_start(ctx.reference) + timedelta(days=7 if m["q"] == "next" else 0)
     d = monday + timedelta(days=WEEKDAYS[m["wd"]])
@@ -481,6 +556,8 @@ _FINDERS: tuple[_Finder, ...] = (
     (_P_ABS_MD, _abs),
     (_P_ORD_OF_REL, _ord_of_month),
     (_P_WEEK_OF, _week_of),
+    (_P_NTH_WEEK, _nth_week),
+    (_P_PART_OF_MONTH, _part_of_month),
     (_P_WEEK_ON, _week_on),
     (_P_WD_WEEK, _weekday_of_week),
     (_P_WEEK_WD, _weekday_of_week),
@@ -503,7 +580,8 @@ _MONTH_NAME = re.compile(rf"\b(?:{_MON})")
 _WEEKDAY_NAME = re.compile(rf"\b(?:{_WD})|\bweekends\b")
 _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
     _P_RANGE_MD: ("month",), _P_RANGE_DM: ("month",), _P_ABS_DM: ("month",), _P_ABS_MD: ("month",),
-    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
+    _P_MONTH: ("month",), _P_WEEK_OF: ("week",), _P_NTH_WEEK: ("month",), _P_PART_OF_MONTH: ("month",),
+    _P_WEEK_ON: ("week",), _P_WEEK: ("week",),
     _P_WD_WEEK: ("weekday", "week"), _P_WEEK_WD: ("weekday", "week"), _P_WEEKDAY: ("weekday",),
 }
 
@@ -751,6 +829,35 @@ _AFTER_THEN = re.compile(r"\b(?:after\sthat|and\sthen|afterwards)\b")
 _SETTING_OFF = re.compile(r"\b(?:go|goes|going|leave|leaves|leaving|fly|flies|flying|head|heading|set\soff|start"
                           r"|starts|starting|begin|begins|beginning|off\sto|away\sto)\b")
 """Words of setting off on the day named next: "I go on the 23rd", "it starts about the 14th"."""
+_STAY = re.compile(
+    r"^\W*(?:[\w']+\s){0,4}?for\s(?P<fuzzy>(?:about|around|roughly|approximately|maybe|probably|like)\s)?"
+    r"(?:a\s|the\s)?(?P<n>\d{1,2}|few|couple(?:\sof)?)?\s?(?P<u>days?|nights?|weeks?|fortnight)\b(?P<rest>.*)$"
+)
+_STAY_BARE = re.compile(r"^\W*(?P<n>\d{1,2})\s(?P<u>days?|nights?|weeks?)\b(?P<rest>.*)$")
+"""A count straight after the day, without "for": "starting Monday, four days of it"."""
+_OPEN_ENDED = re.compile(r"\b(?:or\s(?:more|longer|so)|at\sleast|could\sbe\s(?:more|longer)|maybe\s(?:more|longer)"
+                         r"|depending|depends|not\ssure|who\sknows|as\slong\sas|until|till|or\stwo)\b")
+_STAY_DAYS = {"day": 1, "night": 1, "week": 7, "fortnight": 14}
+_RECURRING = re.compile(
+    r"^\s?(?:(?:a|1|per|every|each|in\sa|in\s1|out\sof)\s(?:\d\s)?(?:week|weeks|fortnight|month|day|shift|rota)\b"
+    r"|(?:on|off)\b)")  # "3 days on, 4 off": a rota
+"""After a count of days: a rate ("for 5 days a week") or a rota ("3 days on"), kept from then on, not a stay."""
+
+
+def _stay(after: str) -> int | None:
+    """How many days a stay said after a day lasts ("for five days", "for about a week"), with a margin for
+    "about"; None when none is said or it may run on ("for a week or more", "depending")."""
+    m = _STAY.match(after) or _STAY_BARE.match(after)
+    if m is None or _OPEN_ENDED.search(after) or _RECURRING.match(m["rest"]):
+        return None
+    if m["n"] is None and m["u"].endswith("s"):
+        return None  # "for weeks", "for days": no end said
+    n = {"few": 5, "couple": 2, "couple of": 2}.get(m["n"] or "") or int(m["n"] or 1)
+    unit = m["u"].rstrip("s")
+    days = n + 1 if unit == "night" else n * _STAY_DAYS[unit]  # three nights from the 23rd: home on the 26th
+    return -(-days * 3 // 2) if m.groupdict().get("fuzzy") or m["n"] == "few" else days
+
+
 _NOT_BACK = re.compile(r"(?:\bnot|n't|\bnever)\s(?:be\s)?(?:back|home|return\w*)\b")
 """Not being back until a day: the time away ends the day before it."""
 
@@ -861,7 +968,10 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                     mode = "exclude" if _BLOCKED.search(_trim_to_conjunction(pre)) else "on"
                 else:
                     near = _trim_to_conjunction(pre) + " " + _cut_at_conjunction(post)
-                    away = _BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e))
+                    # "from the 7th to the 11th, flat out, no calls": the rest of the sentence up to a conjunction
+                    away = (_BLOCKED.search(near) or _BLOCKED.search(_clause_text(norm, clauses, e))
+                            or (_OUT_OF_REACH.search(rest := _cut_at_conjunction(norm.text[e.end : s_to]))
+                                and not _OFFERED_HERE.search(rest)))
                     mode = "exclude" if away else "on"
         e.mode = mode
         s_index = _index_of(sentences, e.start)
@@ -888,7 +998,15 @@ def _extract(text: str, reference: date) -> tuple[DateConstraint, ...]:
                 spans = [(ConstraintKind.RANGE, prev.hi + timedelta(days=1), e.hi, None, True)]
             elif _FROM_THEN.search(between) or _SETTING_OFF.search(lead):
                 spans = [(ConstraintKind.RANGE, prev.lo, e.hi, None, True)]
-        elif (mode == "earliest" and prev is not None and prev.mode == "on" and prev.lo < e.lo
+        # a day, or a weekday the rules pinned to one day ("starting Monday")
+        one_day = e.shape == "day" or (e.shape == "weekday" and e.lo == e.hi)
+        stay = _stay(norm.text[e.end : s_hi]) if mode == "day_before" and one_day else None
+        if stay is None and mode == "on" and one_day and _SETTING_OFF.search(norm.text[s_lo : e.start]):
+            stay = _stay(norm.text[e.end : s_hi])  # "I'm off to Leeds on the 25th for two days": away that long
+        if stay is not None:
+            # "in hospital from the 23rd for about a week": busy for that long, not from then on
+            spans = [(ConstraintKind.RANGE, e.lo, e.lo + timedelta(days=stay - 1), None, True)]
+        if (mode == "earliest" and prev is not None and prev.mode == "on" and prev.lo < e.lo
                 and _index_of(sentences, prev.start) == s_index and _NOT_BACK.search(norm.text[prev.end : e.start])
                 and _SETTING_OFF.search(norm.text[s_lo : prev.start])):
             # "I'm off to Jean's on the 30th and I'll not be back till the Thursday": away from the day named

@@ -25,6 +25,8 @@ _PERIOD = (
     r"christmas|xmas|easter|new\syears?|hogmanay|boxing\sday|bank\sholidays?|holidays?|hols|half[\s-]?term|term"
     r"|thanksgiving|halloween|bonfire\snight|hanukk?ah|diwali|ramadan|eid|passover|st\s?patrick'?s"
     r"|payday|pay\sday|summer|winter|spring|autumn|festive|midterms?|semester|exams?"
+    r"|day\sof\s(?:reconciliation|goodwill)|reconciliation\sday|st\.?\s?stephen'?s|black\sfriday|cyber\smonday"
+    r"|veterans'?\sday|remembrance\s(?:day|sunday)|armistice\sday|st\.?\s?andrew'?s"
 )
 _RELATIVE = (
     r"today|tonight|tomorrow|yesterday|week(?:s|end|ends|day|days|night|nights)?|weak(?:end|ends)?|fortnight"
@@ -84,7 +86,7 @@ AGAINST = ("negation", "contrast", "hedge", "past", "limit", "absence")
 WHEREABOUTS = re.compile(r"\b(?:off|out|free|available|around|reach\w*|back|return\w*|home|phone|gone|whole|all)\b")
 """Neutral words about where the caller is: they make a time word a statement about being reached."""
 
-NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
+NEGATION = re.compile(r"\b(?:(?<!why\s)not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b)|never|nothing|none|nope|nah"
                       r"|cannot|can't|won't|isn't|aren't|doesn't|don't|without"
                       r"|dont|cant|wont|isnt|doesnt|aint|cannae|canny|canna|dinnae|didnae|wouldnae|willnae"
                       # a day called bad: "a write-off", "forget it", "mad", "no go"
@@ -94,8 +96,8 @@ NEGATION = re.compile(r"\b(?:not(?!\s(?:a\s(?:problem|bother|worry)|an\sissue)\b
                       # taking a day back: "forget the 9th", "drop the 9th", "never mind the 9th"
                       r"|forget|drop|bin|ignore|never\s?mind|strike|don't\sbother|knock\s(?:it|that)\soff|on\sthe\shead"
                       r"|(?:is|was|'s|are|were|be)\s(?:totally\s|completely\s)?out)\b"
-                      r"|n't\b|\bno\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
-"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother")."""
+                      r"|n't\b|\b(?:no|nae)\b(?!\s(?:problem|worries|bother|rush|hurry|doubt|issues?)\b)")
+"""Negation: "no", "not", "n't", "never" (but not "no problem", "no worries", "not a bother", "sure, why not")."""
 
 CONTRAST = re.compile(
     r"\b(?:but|except|unless|although|though|however|apart\sfrom|other\sthan|rather|instead|actually|wait|hang\son"
@@ -150,8 +152,10 @@ STATE = re.compile(
     r"\b(?:i'm|i\sam|im|i'll\sbe|ill\sbe|i\swill\sbe|we're|we\sare|we'll\sbe|i've\sgot|ive\sgot|i\shave"
     r"|we've\sgot|we\shave|i've|ive|that's\swhen|that\sis\swhen|is\swhen|speaker\s\d)\b"
     # "I'm happy with that", "I'm okay with Thursday": content with the day, not where the caller is
-    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content)"
+    r"(?!\s(?:(?:perfectly|quite|very|really|totally)\s)?(?:happy|okay|ok|fine|good|easy|grand|glad|content|free)"
     r"(?:\s(?:with|wi)\s(?:that|it|this|the\s\w+|\w+day)|\s?[,.!]|$))"
+    # "I'm free on the 3rd", "I'm home all day", "I'm thinking the 3rd": reachable, or choosing, not elsewhere
+    r"(?!\s(?:free|available|around|about|home|reachable|thinking|hoping)\b)"
 )
 """The caller saying where they are or what they have on ("I'm in Spain", "that's when I've got the op"):
 a statement about the day, not a plain yes or request."""
@@ -254,6 +258,9 @@ _SUITING_WORK = re.compile(
 )
 """"Work" that means suiting ("the 10th would work for me", "that works"), not a job ("I will work all day")."""
 
+_DAY_WORKS = re.compile(r"(\b\d{1,2}th\s(?:could|would|should|might|may|will)\s)works?\b")
+""""The 14th might work or the 15th": a day that would suit, whatever follows (not "the 14th I might work")."""
+
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 """Zero-width and soft-hyphen characters: invisible in speech, they split words ("a\u200bway")."""
 
@@ -262,6 +269,17 @@ _YEAH_NO = re.compile(r"\b(?:yeah|yes|ja|yep)\s?,?\s?no\s?,?\s?"
                       r"(?=(?:that's|thats|that\sis|it's|its|that'll|that\swill)\s"
                       r"(?:fine|grand|good|great|perfect|ok|okay|sound|lekker|sorted|lovely|be\sfine|do|work)\b)")
 """"yeah no, that's grand" (Irish, Australian and South African English): the "no" is no refusal."""
+
+_NOTHING_ON = re.compile(
+    r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?:nothing|nowt|nought|naught)\s(?:else\s)?on\b")
+""""I've nowt else on", "I have nothing on": the caller is free."""
+
+_DAYS_OFF = re.compile(
+    r"\b(?:i've|ive|i\shave|we've|we\shave)\s(?:got\s)?(?P<days>(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th)"
+    r"(?:(?:\s?,\s?|\s(?:and|or|&)\s)(?:the\s)?(?:" + _WEEKDAY + r"|\d{1,2}th))*)"
+    r"\s(?:off|free)\b(?!\s(?:to|for|on|at|in))"
+)
+""""I've Monday and Tuesday off", "we've got the 3rd free": days off work, offered, not where the caller is."""
 
 _KEEP = re.compile(
     r"\b(?:no\schanges?|nothing(?:'s|\sis|\sto)?\s(?:changed|changes|changing|to\schange|change)"
@@ -280,7 +298,8 @@ def norm(text: str) -> str:
     A change said not to happen reads "keep it" (see :data:`_KEEP`). Cached: the contract reads every utterance
     of the call again at each date-bearing action.
     """
-    n = _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text)
+    n = _DAY_WORKS.sub(r"\1suits", _SUITING_WORK.sub(r"\1suits", normalise(_INVISIBLE.sub("", text)).text))
+    n = _DAYS_OFF.sub(r"free \g<days>", _NOTHING_ON.sub("i'm free", n))
     return _YEAH_NO.sub("yeah ", _KEEP.sub("keep it", n))
 
 

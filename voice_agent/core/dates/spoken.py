@@ -228,11 +228,14 @@ def _asr_repairs(toks: list[Token]) -> list[Token]:
             # "t'27th", "the 14th o' December": a Northern "the" or "of" before a number or a word
             out[-1] = Token(_ELIDED[out[-1].norm], out[-1].start, tok.end)
             continue
-        fixed = _ASR_CONTRACTIONS.get(tok.norm) or _DIALECT_LIMITS.get(tok.norm)  # "afore then": before then
+        fixed = (_ASR_CONTRACTIONS.get(tok.norm) or _DIALECT_LIMITS.get(tok.norm)  # "afore then": before then
+                 or _TENS_SPOKEN.get(tok.norm))
         out.append(Token(fixed, tok.start, tok.end) if fixed else tok)
     return _dialect_until(out)
 
 
+_TENS_SPOKEN = {"twenny": "twenty", "twendy": "twenty", "tweny": "twenty", "thirdy": "thirty", "thurty": "thirty"}
+"""Tens as quick or accented speech is written ("the twenny seventh"): no other word is spelled so."""
 _ELIDED = {"t": "the", "o": "of"}
 """Words a Northern English speaker runs into the next with an apostrophe ("t'27th", "t'14th o' December")."""
 _DIALECT_LIMITS = {"afore": "before"}

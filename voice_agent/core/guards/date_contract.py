@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from voice_agent.core.dates import signals
@@ -276,7 +277,9 @@ class DateContract:
         # A yes to the agent's day after the caller last chose another ("I'd rather the 11th" ... "So the 9th?"
         # "yep"): their own choice and their yes disagree, so ask.
         chose = _last_choice(said[:assent], self.guard.reference)
-        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], d):
+        # ("aye, Thursday" to "How about Thursday the 3rd?" names the day proposed by its weekday, no other day)
+        if chose is not None and chose[0] >= named_turn and not _same_day(chose[2], d) and not (
+                _bare_weekday(chose[1]) and chose[2][0].weekday() == d.weekday()):
             return decision(DateAction.CONFIRM, Why.SAID_MORE,
                             f"The caller last chose another day (turn {chose[0]}) before saying yes to {d}. Read "
                             "back their words and the day (the 'say' line) and book only after their yes.",
@@ -316,6 +319,7 @@ _CHOICE = re.compile(r"\b(?:suits?|like|want|prefer|good|best|better|works?|conv
 """Words of a question that asks the caller to choose a day for the call."""
 
 
+@lru_cache(maxsize=4096)
 def _asked_for_a_day(agent: str) -> bool:
     """Whether the agent asked which day suits (not which days are bad: "any days you can't do?")."""
     # The question is the sentence that ends in "?": "nothing's taken until it's corrected. When would you like
@@ -361,17 +365,26 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         # What the caller said about something else in the same breath ("I rang on the 14th, nobody got back,
         # so ring me the 24th"; "ha, we had ours in October. The 26th, yes") neither asks nor doubts.
         text, own = _without_asides(s, reference)
-        if not text or signals.doubts(text):
+        # "the 3rd, the kitchen's finished by then": the "by then" is why the day suits, no doubt of it
+        doubt = signals.doubts(_about_when(text))
+        if not text or (doubt and not (doubt == ["limit"] and _ready_by_then(signals.norm(text), own, d, False))):
             continue
         proposed = bool(agents) and _proposes([c for a in agents for c in a.constraints], d,
                                               " ".join(a.text for a in agents))
-        # "I suppose the 9th could work?" asks back: no yes
-        yes = _firm_yes(text) or _yes_then_another_matter(text)
+        # "I suppose the 9th could work?" asks back: no yes; "Great. And can you credit the fee now?" is a yes
+        yes = ((is_affirmation(text) or signals.accepts(text)) and not signals.questions(text)
+               and not _asks_back(text)) or _yes_then_another_matter(text)
         asked = signals.asks(text) or _answers_a_question_for_a_day(agents)
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
-        requested = bool(own) and _names_only(own, d) and (yes or asked) and not _bare_weekday(text)
-        if requested or (proposed and yes and _echoes(text, own, d)):
+        bare = _bare_weekday(text)
+        # "Yes. Is that a Friday?" asks about the day: neither a request nor a yes, whatever it names
+        asked = asked and not _asks_back(text)
+        requested = bool(own) and (yes or asked) and (
+            (_names_only(own, d) and not bare) or (bare and _picks_by_weekday(agents, text, own, d)))
+        # "go with Thursday", "Thursday in the morning please" to "How about Thursday the 3rd?": the day proposed
+        chosen = yes or (bool(own) and signals.asks(text) and not _asks_back(text))
+        if requested or (proposed and chosen and _echoes(text, own, d)):
             found = i
     return found
 
@@ -393,8 +406,35 @@ def _yes_then_another_matter(text: str) -> bool:
     if len(parts) < 2:
         return False
     first, rest = parts
-    return (_firm_yes(first) and not signals.names_days(rest)
+    return (_firm_yes(first) and not signals.names_days(rest) and not signals.has_time_word(rest)
             and signals.ANAPHORA.search(signals.norm(rest)) is None and not signals.doubts(rest))
+
+
+def _picks_by_weekday(agents: Sequence[SaidDates], text: str, own: Sequence[DateConstraint], d: date) -> bool:
+    """Whether a bare weekday ("the Thursday please") picks ``d`` from the days the agent just offered: ``d`` is
+    among them and is the only one on that weekday ("I have Wednesday the 2nd or Thursday the 3rd"). A weekday
+    placed in a week ("Thursday week", "next Thursday", "Thursday fortnight") is its own day, never a pick."""
+    if _WEEK_PLACED.search(signals.norm(text)):
+        return False
+    offered = {c.start for a in agents for c in a.constraints
+               if c.kind is ConstraintKind.ON and c.start is not None and c.start == c.end}
+    picked = {c.start.weekday() for c in own if c.start is not None}
+    return d in offered and picked == {d.weekday()} and [o.weekday() for o in offered].count(d.weekday()) == 1
+
+
+_WEEK_PLACED = re.compile(r"\b(?:week|weeks|weak|fortnight|next|this|coming|following|after|last|before)\b")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+"""One sentence of a reply, with its closing mark."""
+
+
+def _asks_back(text: str) -> bool:
+    """Whether a reply asks back instead of saying yes: its first sentence is a question ("I suppose the 9th could
+    work?"), or a later one asks about when ("Yes. Can it be later?"). A later question about something else
+    ("aye, morning. Do I send the bills back?") leaves the yes a yes."""
+    sentences = [m[0].strip() for m in _SENTENCE.finditer(text.strip())]
+    if not sentences:
+        return False
+    return sentences[0].endswith("?") or any(q.endswith("?") and signals.has_time_word(q) for q in sentences[1:])
 
 
 def _aside(clause: str, reference: date) -> bool:
@@ -469,7 +509,9 @@ _DAY_NAMED = re.compile(rf"\b\d{{1,2}}(?:th|st|nd|rd)\b|\bthe\s\d{{1,2}}\b|\b(?:
 "the October one" as "the october 1", which names none)."""
 
 _CHOOSING = re.compile(r"\b(?:call|ring|phone|book|put\s(?:it|me)|make\sit|move\sit|schedule|pencil|go\s(?:with|for)"
-                       r"|rather|prefer|better)\b")
+                       r"|rather|prefer|better|instead"
+                       # "Friday then, Friday the 27th": a day settled on after what went before
+                       rf"|(?:{signals.WEEKDAY_WORDS}|\d{{1,2}}th)\sthen)\b")
 """Words that make a day named a choice for the booking."""
 
 
@@ -479,7 +521,13 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
     days: set[tuple[date, bool]] = set()
     weekdays: set[date] = set()
     for clause in signals.clauses(text):
-        if not signals.names_days(clause) or not set(signals.doubts(clause)) <= {"hedge", "contrast"}:
+        n = signals.norm(clause)
+        if _LEADING_NO.match(n):
+            # "the 3rd, no actually the 4th": the days before are taken back, the day after the "no" is the choice
+            days.clear()
+            weekdays.clear()
+            n = _LEADING_NO.sub("", n)
+        if not signals.names_days(clause) or not set(signals.doubts(n)) <= {"hedge", "contrast"}:
             continue
         if not _DAY_NAMED.search(signals.norm(clause)):
             continue  # a month or a holiday alone ("the October one") is no one day
@@ -490,6 +538,10 @@ def _first_choice(text: str, reference: date) -> tuple[date, bool] | None:
             days.update((c.start, month_named) for c in found if c.start is not None)
             if _bare_weekday(clause):
                 weekdays.update(c.start for c in found if c.start is not None)
+    # "any day but Friday": the clause "Friday" is no choice when the whole reply rules that day out
+    if days:
+        against = [c for c in extract_constraints(text, reference) if c.blocked]
+        days = {(day, m) for day, m in days if not any(c.covers(day) for c in against)}
     # "he says Friday then, Friday the 27th": a bare weekday beside a day on that weekday is that day
     numbered = {day.weekday() for day, _ in days if day not in weekdays}
     days = {(day, m) for day, m in days if day not in weekdays or day.weekday() not in numbered}
@@ -677,6 +729,40 @@ def _names_the_hour(text: str, asked: str) -> bool:
             and set(signals.doubts(text)) <= {"absence", "state"})
 
 
+_CONTACT = re.compile(r"\b(?:cell|mobile|landline|phone|number|email|e-mail|text|whatsapp|voicemail)\b")
+
+
+def _about_when(text: str) -> str:
+    """``text`` without its clauses about how to reach the caller ("Cell though", "but ring the landline"): no time
+    word and no doubt but a "but" or "though", so their contrast is about the number, not the day."""
+    return ", ".join(c for c in signals.clauses(text) if not (
+        _CONTACT.search(signals.norm(c)) and not signals.has_time_word(c) and set(signals.doubts(c)) <= {"contrast"}))
+
+
+_REACHABLE = re.compile(
+    r"\b(?:i'll|i\swill|i'm|i\sam|we'll|we\swill|we're|we\sare)\s(?:[\w']+\s){0,3}?(?:in|home|around|about|free|available)"
+    r"(?=\s?(?:$|[,.!]|all\sday|that\sday|then|on\sthe\sday|anyway|for\s(?:it|the\scall)))"
+    r"|\b(?:waiting|sat|sitting)\sby\sthe\sphone\b|\bkeep\s(?:my|the)\sphone\son\b"
+)
+"""Words of being in for the call: "I'll make sure I'm in", "I'll be home that day", "I'll keep my phone on"."""
+_POINTER = re.compile(r"\b(?:that\sday|that\sdate|then|on\sthe\sday|all\sday)\b")
+_HOUR_ASKED = re.compile(r"\bwhat\s(?:time|hour)\b|\b(?:when|what\stime)\sroughly\b")
+
+
+def _settled_words(text: str) -> bool:
+    """Whether a reply after the yes, naming no day, speaks only of the day settled: being in for the call, "talk
+    then", or which hour ("what time roughly?"). No negation and no word of doubt but where the caller will be."""
+    n = signals.norm(text)
+    doubt = set(signals.doubts(text))
+    if signals.NEGATION.search(n) or (signals.TIME_WORD.search(_POINTER.sub(" ", n)) and not _HOUR_ASKED.search(n)):
+        return False
+    if _REACHABLE.search(n):
+        return doubt <= {"state"}
+    if _HOUR_ASKED.search(n):
+        return doubt <= {"hedge"}
+    return bool(_POINTER.search(n)) and not doubt
+
+
 def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
     """Whether an utterance after the caller's yes could change the day: anything from the caller but an
     acknowledgement, a goodbye, an aside about something else (see :func:`_aside`) or the hour the agent asked
@@ -691,7 +777,9 @@ def _unsettles(s: SaidDates, d: date, reference: date, asked: str = "") -> bool:
         return False  # "after five, when I finish work", answering "any particular time?"
     # "no, that's everything" answers "anything else?": its "no" says nothing about the day.
     text = _NOTHING_ELSE.sub("", text)
-    if signals.only_acknowledges(text) or signals.doubts(text):
+    if not own and _settled_words(text):
+        return False  # "I'll be in all day", "talk then", "what time roughly?": about the day settled
+    if signals.only_acknowledges(text) or signals.doubts(_about_when(text)):
         return not signals.only_acknowledges(text)
     # No word of doubt: it unsettles only by naming a day other than this one ("cheers, Wednesday then" and "yes,
     # the home number, on the Tuesday" echo it; "my flatmate wants to change the name" names none).
@@ -709,63 +797,110 @@ def _touching(said: Sequence[SaidDates], d: date, reference: date) -> list[Citat
     the 26th" and "26th? no." all touch the 26th; "I rang on the 14th" does not.
     """
     out: list[Citation] = []
-    weekday = _weekday_stem(d)
-    month = d.strftime("%B").lower()
     for _i, s, agents in _replies(said):
         offered = _answers_a_question_for_a_day(agents)
+        named_d = False  # the clause before named ``d`` and no other day
         for clause in signals.clauses(s.text):
-            n = signals.norm(clause)
-            spans = signals.names_days(clause)
-            anaphora = signals.ANAPHORA.search(n) is not None
-            if not spans and not anaphora:
-                continue
-            doubts = set(signals.doubts(clause))
-            if "past" in doubts and not doubts & {"negation", "absence", "state"}:
-                continue  # what happened: "it was off from the 2nd", "I've had it since March"
-            if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
-                continue  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` among them
-            if signals.speaks_for(clause) and not signals.ONLY.search(n):
-                continue  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
-            found = extract_constraints(clause, reference)
-            if found and all(c.end is not None and c.end < reference for c in found) and (
-                    doubts & {"negation", "absence", "state"}) and any(
-                    c.start is not None and c.start.day == d.day for c in found):
-                found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
-            if found and _names_only(found, d) and doubts <= {"hedge", "contrast"}:
-                continue  # a request of this very day, hedged or corrected to it ("the 2nd I guess", "make it the 2nd")
-            risky = bool(doubts & {"negation", "absence", "limit", "state"})
-            # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
-            recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
-            month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
-            # "monday the 30th" names the 30th: it says nothing of another Monday
-            singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
-            # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
-            # Australia on the 13th"): the rules read one day, the caller is away for more.
-            spread = bool(found) and (
-                (signals.DURATION.search(n) is not None
-                 and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
-                or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(s.text)) is not None
-                    and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
-                    # "going on the 5th and not back till the 12th": the rules read when the time away starts
-                    and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
-                                for c in found)))
-            if spread:
-                out.append(Citation(s.turn, clause))
-                continue
-            touches = (
-                any(c.covers(d) for c in found)
-                or recurring or month_named
-                or (singular and risky)
-                # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
-                or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
-                or anaphora
-                or signals.ONLY.search(n) is not None
-                # a day or span the rules could not read, said with a limit or an absence, that could be this day
-                or (not found and risky and not _other_days_only(n, d))
-            )
-            if touches and not _understood_and_allowed(clause, found, d, reference):
+            cite, named_d = _clause_touches(clause, s.text, d, reference, offered, named_d)
+            if cite:
                 out.append(Citation(s.turn, clause))
     return out
+
+
+@lru_cache(maxsize=16384)
+def _clause_touches(clause: str, whole: str, d: date, reference: date, offered: bool,
+                    named_d: bool) -> tuple[bool, bool]:
+    """Whether one caller clause (of the utterance ``whole``) touches ``d`` (see :func:`_touching`), and whether it
+    names ``d`` and no other day (for the clause after it). Cached: the contract reads every clause again at each
+    date-bearing action."""
+    weekday = _weekday_stem(d)
+    month = d.strftime("%B").lower()
+    n = signals.norm(clause)
+    spans = signals.names_days(clause)
+    anaphora = signals.ANAPHORA.search(n) is not None
+    here = extract_constraints(clause, reference) if spans else []
+    ready_by = anaphora and _ready_by_then(n, here, d, named_d)
+    after = bool(here) and _names_only(here, d)
+    if ready_by:
+        if not here:
+            return False, after  # "the 21st. The shop's quieter by then": a reason the day named suits
+        anaphora = False
+    if not spans and not anaphora:
+        return False, after
+    doubts = set(signals.doubts(clause)) - ({"limit"} if ready_by else set())
+    if "past" in doubts and not doubts & {"negation", "absence", "state"}:
+        return False, after  # what happened: "it was off from the 2nd", "I've had it since March"
+    if offered and _only_days(n) and re.search(rf"\b{weekday}|\b{d.day}th\b", _unpinned(n, d, reference)):
+        return False, after  # "so Tuesdays or Thursdays", answering "when works?": the days offered, ``d`` too
+    if signals.speaks_for(clause) and not signals.ONLY.search(n):
+        return False, after  # "rest days are Fridays and Saturdays", "the 1st is still fine": for the days it names
+    found = extract_constraints(clause, reference)
+    if found and all(c.end is not None and c.end < reference for c in found) and (
+            doubts & {"negation", "absence", "state"}) and any(
+            c.start is not None and c.start.day == d.day for c in found):
+        found = []  # "I told you the 26th was a no go": this day's number read as a past day, said against
+    if (found and doubts <= {"hedge"} and signals.FREE.search(n) and any(c.covers(d) for c in found)
+            and all(c.kind is ConstraintKind.ON and not c.blocked for c in found)):
+        return False, after  # "the 14th might work or the 15th": days offered, ``d`` among them, nothing against it
+    if found and _names_only(found, d) and (doubts <= {"hedge", "contrast"} or (
+            _LEADING_NO.match(n) and set(signals.doubts(_LEADING_NO.sub("", n))) <= {"hedge", "contrast"})):
+        return False, after  # a request of this very day, hedged or corrected ("the 2nd I guess", "make it the 2nd")
+    risky = bool(doubts & {"negation", "absence", "limit", "state"})
+    # Every Thursday, or the caller's November: "Thursdays are my golf day", "I'm away in November".
+    recurring = re.search(rf"\b(?:every|each|most|all)\s{weekday}|\b{weekday}\w*s\b", n) is not None
+    month_named = re.search(rf"\b{month}\b", n) is not None and not re.search(r"\b\d{1,2}th\b", n)
+    # "monday the 30th" names the 30th: it says nothing of another Monday
+    singular = re.search(rf"\b{weekday}", _unpinned(n, d, reference)) is not None and not recurring
+    # A stretch from a day named ("in on the 7th for five days") or a return after this day ("back from
+    # Australia on the 13th"): the rules read one day, the caller is away for more.
+    # the rules read the stretch themselves ("in hospital from the 23rd for five days"): no need to guess
+    stretch = any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.end is not None
+                  and c.end > c.start for c in found)
+    spread = bool(found) and (
+        (signals.DURATION.search(n) is not None and not stretch
+         and any(c.start is not None and 0 <= (d - c.start).days <= 31 for c in found))
+        or (signals.RETURN.search(n) is not None and signals.COMING.search(signals.norm(whole)) is not None
+            and any(c.start is not None and 0 < (c.start - d).days <= 62 for c in found)
+            # "going on the 5th and not back till the 12th": the rules read when the time away starts
+            and not any(c.blocked and c.kind is ConstraintKind.RANGE and c.start is not None and c.start > d
+                        for c in found)))
+    if spread:
+        return True, after
+    touches = (
+        any(c.covers(d) for c in found)
+        or recurring or month_named
+        or (singular and risky)
+        # "not Monday the 8th" when the 8th is a Tuesday: the Monday the 7th or Tuesday the 8th
+        or (risky and _muddled(n, reference) and re.search(rf"\b{d.day}th\b|\b{weekday}", n) is not None)
+        or anaphora
+        or signals.ONLY.search(n) is not None
+        # a day or span the rules could not read, said with a limit or an absence, that could be this day
+        or (not found and risky and not _other_days_only(n, d))
+    )
+    return touches and not _understood_and_allowed(clause, found, d, reference), after
+
+
+
+_LEADING_NO = re.compile(
+    r"^\W*(?:no|nah|nope|naw)\W+(?=(?:(?:actually|wait|sorry|hang\son|i\smean|rather|make\sit)\W+)*"
+    r"(?:the\s)?\d{1,2}th\b)")
+"""A "no" that opens a correction to the day named straight after it ("no actually the 4th"): it takes back the
+day before, not this one."""
+_BY_THEN = re.compile(r"\b(?:by|before)\s(?:\w+\s)?then\b")
+_READY = re.compile(r"\b(?:done|finished|sorted|ready|over|quieter|calmer|settled|back|home|free|paid|wrapped\sup)\b")
+
+
+def _ready_by_then(n: str, here: Sequence[DateConstraint], d: date, named_d: bool) -> bool:
+    """Whether "by then" in a normalised clause points at ``d``, the day the caller has just named, to say why it
+    suits ("Friday the 27th works, roof's done by then"; "the 21st. The shop's quieter by then"): something ready by
+    that day, not a limit on it. Any other limit, pointer back, or word of doubt leaves the clause as it was."""
+    if not _BY_THEN.search(n):
+        return False
+    rest = _BY_THEN.sub(" ", n)
+    if (signals.ANAPHORA.search(rest) or signals.LIMIT_WORD.search(rest) or not _READY.search(rest)
+            or set(signals.doubts(rest)) - {"hedge", "contrast"}):
+        return False
+    return _names_only(here, d) if here else named_d
 
 
 _LIST_WORDS = re.compile(r"\b(?:so|or|and|then|either|the|on|any|a|well|um|uh|er|erm|like|maybe|perhaps|probably"

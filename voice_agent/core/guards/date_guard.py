@@ -44,22 +44,35 @@ _AFFIRM_START = re.compile(
     r"|(?:that's|it's)\sa\sdate|sounds\slike\sa\splan|lovely\sjob|let's\s(?:go\swith|do)\s(?:that|it|the\s\w+|\w+day)"
     r"|(?:that'd|that\swould|that\swill|that'll)\sbe\s(?:just\s)?(?:fine|great|good|perfect|lovely|ideal|grand|brilliant)"
     r"|book\s(?:me|it|us)\s(?:in|down)|put\s(?:me|us)\s(?:down|in)|(?:i'm|i\sam)\s(?:happy|okay|ok|fine|good)"
-    r"|(?:that's|that\sis|it's|it\sis)\s(?:no|not\sa)\s(?:problem|bother))\b"
+    r"|(?:that's|that\sis|it's|it\sis)\s(?:no|not\sa)\s(?:problem|bother)"
+    # more of the same: "yessir", "for sure", "that's the one", "lock it in", "too easy", "nae bother"
+    r"|yes\s?sir|yes\s?ma'?am|yah|for\ssure|(?:a\s)?hundred\sper\s?cent|100\sper\s?cent|that's\sthe\sone"
+    r"|(?:please\s|kindly\s)?do\sthat|lock\sit\sin|happy\sdays|kindly\s(?:book|do|go\sahead)|too\seasy"
+    r"|(?:that|it)\sis\s(?:fine|good|ok|okay|perfect|correct|right)|is\sfine|sounds\sabout\sright"
+    r"|(?:y'all|you\sall|you)\s(?:can\s)?go\sahead|na[ey]\sbother)\b"
 )
 _AFFIRM_ANY = re.compile(
     r"\b(?:that\sworks|sounds\sgood|works\sfor\sme|that's\sfine|that's\sperfect|let's\sdo\sthat)\b"
     r"|\w's\s(?:good|fine|great|perfect|ok|okay)\b|\b(?:yes|yeah|yep)\W*$"
     # the day itself approved: "Thursday is okay", "Thursday is suiting me", "Thursday it is", "the 3rd it is"
-    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?s?\s(?:is|would\sbe|will\sbe)\s(?:just\s)?(?:okay|ok|fine|good"
-    r"|great|perfect|grand|lovely|suiting|lekker)\b|\b(?:\w+day|\d{1,2}(?:st|nd|rd|th)?)\sit\sis\W*$"
+    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?s?(?:\s(?:morning|afternoon|evening))?"
+    r"(?:'s|'d\sbe|\s(?:is|would\sbe|will\sbe|should\sbe))\s(?:just\s)?(?:okay|ok|fine|good"
+    r"|great|perfect|grand|lovely|suiting|lekker|better|ideal|no\s(?:problem|bother|bother\sat\sall))\b"
+    r"|\b(?:\w+day|\d{1,2}(?:st|nd|rd|th)?)\sit\sis(?:\sthen)?\W*$"
+    # the day with a word of suiting or an hour only: "Thursday would suit", "Thursday, that'll do", "Thursday
+    # morning", "any time Thursday"
+    r"|\b(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?\s(?:would|will|should)\ssuit\b|\bthat'll\sdo\W*$"
+    r"|^\W*(?:(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?\W+)?(?:any\s?time|(?:in\sthe\s)?(?:morning|afternoon"
+    r"|evening)|after\slunch|first\sthing)(?:\W+(?:on\s)?(?:(?:mon|tues?|wednes|thurs?|fri|satur|sun)(?:day)?|that\sday)"
+    r")?(?:\W+(?:is\sfine|please|thanks|then))?\W*$"
 
     # A verb of suiting or going ahead ("that suits me", "go for it"), and a bare approving word as the whole
     # reply ("Good.", "Very good.", "Marvellous."): the refusal words below still veto them.
-    r"|\bsuits?\s(?:me|us)\b|\bgo\sfor\sit\b"
+    r"|\bsuits?\s(?:me|us)\b|\bgo\sfor\sit\b|^\W*100\s?%\W*$"
     r"|^\W*(?:(?:very|really|all|jolly)\s)?(?:good|marvellous|wonderful|smashing|super|splendid|ideal|terrific"
     r"|fab|fabulous|fantastic|magic|cracking|lush)\b(?:\W+(?:yes|yeah|yep|thanks|thank\syou|then|please))*\W*$"
 )
-_REFUSE = re.compile(r"\b(?:no|nope|not|n't|never|actually|instead|rather)\b|n't\b")
+_REFUSE = re.compile(r"\b(?:no(?!\s(?:problem|bother|worries)\b)|nope|not|n't|never|actually|instead|rather)\b|n't\b")
 
 
 class DateVerdict(StrEnum):

@@ -742,6 +742,9 @@ def dates_command(
                                                                "local-readings.json; re-checked every run).")] = None,
     model_on: Annotated[str, typer.Option("--model-on", help="What the model reads: all, or calls (sentences "
                                                               "then by the rules alone).")] = "all",
+    cached_only: Annotated[bool, typer.Option(
+        "--cached-only", help="Never ask the model: score the cached readings; a call not yet read counts as a "
+                              "reading that timed out (the rules and the confirm rule decide).")] = False,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a target is missed.")] = False,
     show_failures: Annotated[int, typer.Option("--show-failures", help="Dev-set misses listed per reader.")] = 10,
@@ -757,6 +760,7 @@ def dates_command(
     from voice_agent.harness.evaluation.date_contract_eval import (
         CONTRACT_DIR,
         SETS,
+        CachedOnly,
         ContractConfig,
         InputError,
         evaluate_contract,
@@ -767,8 +771,16 @@ def dates_command(
         _fail(f"--set must be {', '.join(SETS)} or all, got {data_set!r}")
     if reader not in ("rules", "local", "llm"):
         _fail(f"--reader must be rules, local or llm, got {reader!r}")
-    model = None
-    if reader != "rules":
+    if cached_only and reader == "rules":
+        _fail("--cached-only needs --reader local or llm")
+    model: Any = None
+    if reader != "rules" and cached_only:
+        model = CachedOnly()
+        if cache is None and reader == "local":
+            cache = CONTRACT_DIR / "local-readings.json"
+        console.print(f"[dim]scoring the {reader} model's cached readings only ({cache}); calls not read yet count "
+                      "as timed out[/]")
+    elif reader != "rules":
         from voice_agent.domains.billing import billing_domain
         from voice_agent.services.date_reader import make_date_reader
         from voice_agent.services.factory import make_llm
@@ -799,6 +811,8 @@ def dates_command(
     except InputError as exc:
         _fail(str(exc))
     print_contract(report, show_failures=show_failures, show_test_failures=show_test_failures)
+    if isinstance(model, CachedOnly):
+        console.print(f"{model.asked} readings not cached: counted as timed out")
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
         console.print(f"report written to {json_path}")

@@ -185,6 +185,20 @@ class Reader(Protocol):
         ...
 
 
+class CachedOnly:
+    """A reader that never asks a model: a call whose reading is not in the cache counts as a reading that timed
+    out (the rules and the confirm rule decide), as in a served call whose model had no time. It scores the
+    readings a slow machine has finished so far; ``asked`` counts the calls it answered so."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def read(self, entries: Sequence[TranscriptEntry], reference: dt.date) -> DateReading:
+        """Always a timeout (only calls missing from the cache reach it)."""
+        self.asked += 1
+        return DateReading(ReadingStatus.TIMEOUT, error="not read yet (--cached-only)")
+
+
 def reading_key(turns: Sequence[tuple[str, str]], reference: dt.date) -> str:
     """The cache key of one reading: what the model is asked, the words read and the day they resolve against."""
     blob = json.dumps([prompt_version(), reference.isoformat(), list(turns)], ensure_ascii=False)
