@@ -25,13 +25,18 @@ TODAY = dt.date(2026, 11, 18)
 
 @dataclass
 class FakeService:
-    """Just what the tool layer uses of an LLM service: handler registration and frame pushing."""
+    """Just what the tool layer uses of an LLM service: handler registration, its calls-started event and frame
+    pushing."""
 
     handlers: dict[str, Callable[[Any], Awaitable[None]]] = field(default_factory=dict)
+    events: dict[str, Callable[..., Awaitable[None]]] = field(default_factory=dict)
     pushed: list[Frame] = field(default_factory=list)
 
     def register_function(self, name: str, handler: Callable[[Any], Awaitable[None]]) -> None:
         self.handlers[name] = handler
+
+    def add_event_handler(self, event: str, handler: Callable[..., Awaitable[None]]) -> None:
+        self.events[event] = handler
 
     async def push_frame(self, frame: Frame) -> None:
         self.pushed.append(frame)
@@ -45,7 +50,7 @@ class Params:
     llm: FakeService
     results: list[Any] = field(default_factory=list)
 
-    async def result_callback(self, result: Any) -> None:
+    async def result_callback(self, result: Any, *, properties: Any = None) -> None:
         self.results.append(result)
 
 

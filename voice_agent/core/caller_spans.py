@@ -22,7 +22,6 @@ supply (:data:`~voice_agent.core.dates.reading.JsonCompleter`, the date reader's
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 from loguru import logger
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.dates.reading import JsonCompleter, ReadingStatus
+from voice_agent.core.dates.reading import JsonCompleter, ReadingStatus, quoted_items
 from voice_agent.core.guards.quote_guard import MIN_QUOTE_WORDS, find_quote, normalise
 from voice_agent.core.harvest import Harvested, harvest_caller_spans
 from voice_agent.core.provenance import CallerSpan
@@ -169,13 +168,7 @@ def verify(reply: str, transcript: TranscriptLane, slots: Sequence[CallerSlot], 
         dropped. A quote for a slot the schema does not name counts as dropped too.
     """
     try:
-        data = json.loads(reply)
-        raw = data["spans"]
-        if not isinstance(raw, list):
-            raise TypeError("spans is not a list")
-        for item in raw:
-            if not isinstance(item, dict) or not isinstance(item.get("quote"), str):
-                raise TypeError("a span without a quote")
+        raw = quoted_items(reply, "spans")
     except (ValueError, KeyError, TypeError) as exc:
         return SpanReading(ReadingStatus.FAILED, first_turn, last_turn, seconds=seconds,
                            error=f"not the JSON asked for ({exc})")

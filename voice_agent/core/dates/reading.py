@@ -200,6 +200,23 @@ def prompt_version() -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:8]
 
 
+def quoted_items(reply: str, key: str) -> list[dict[str, Any]]:
+    """The items of a model's JSON reply ``{key: [{"quote": ...}, ...]}``, each a dict with a string quote.
+
+    Raises:
+        ValueError: Not JSON (``json.JSONDecodeError``).
+        KeyError: No ``key``.
+        TypeError: ``key`` is not a list, or an item is not a dict with a string ``quote``.
+    """
+    raw = json.loads(reply)[key]
+    if not isinstance(raw, list):
+        raise TypeError(f"{key} is not a list")
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("quote"), str):
+            raise TypeError(f"an item of {key} without a quote")
+    return raw
+
+
 def verify(reply: str, entries: Sequence[TranscriptEntry], reference: date, seconds: float = 0.0) -> DateReading:
     """Checks a model reply against the transcript and resolves its dates.
 
@@ -216,13 +233,8 @@ def verify(reply: str, entries: Sequence[TranscriptEntry], reference: date, seco
         as dropped.
     """
     try:
-        data = json.loads(reply)
-        raw = data["statements"]
-        if not isinstance(raw, list):
-            raise TypeError("statements is not a list")
+        raw = quoted_items(reply, "statements")
         for item in raw:
-            if not isinstance(item, dict) or not isinstance(item.get("quote"), str):
-                raise TypeError("a statement without a quote")
             if not isinstance(item.get("when"), list) or not all(isinstance(w, str) for w in item["when"]):
                 raise TypeError("'when' is not a list of strings")
             if item.get("polarity") not in {p.value for p in Polarity}:
