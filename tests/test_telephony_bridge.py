@@ -124,12 +124,11 @@ async def test_health_readiness_and_call_listing() -> None:
         assert body["calls"][0]["state"] == "reserved" and "transcript" not in body["calls"][0]
 
 
-async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_path: Path) -> None:
+async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_path: Path, need_redis: None) -> None:
     import contextlib
 
+    from voice_agent.harness.redis_server import redis_server
     from voice_agent.telephony.fleet import Fleet
-
-    from .redis_server import redis_server
 
     with contextlib.ExitStack() as redis:
         fleet = Fleet(redis.enter_context(redis_server(tmp_path)), "w1")
