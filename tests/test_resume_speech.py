@@ -27,8 +27,10 @@ from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 
 SCENARIO = load_scenario("bridge_smoke")
-LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"][:-1]
-"""The caller's lines up to the credit (turn 7); the goodbye after it proves nothing here and costs a turn of speech."""
+LINES = [t.text for t in SCENARIO.turns[:-2] if t.speaker == "caller" and not
+         ("billing line" in t.text or "hours" in t.text)]
+"""The caller's lines from the problem to the credit. The greeting, the opening-hours question and the goodbye
+prove nothing here and each cost a turn of real speech."""
 ACCOUNT_LINE = next(i for i, line in enumerate(LINES) if "ACC-4729-18" in line)
 
 
