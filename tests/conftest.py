@@ -9,7 +9,7 @@ import pytest
 
 from voice_agent.harness.redis_server import MISSING, REDIS_SERVER, redis_server
 
-pytest_plugins = ["tests.fakes.openai_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.teardown_timeout"]
 
 # An unset summarizer.kind means `local` where the local-summarizer extra is installed (scripts/test installs
 # it); the suite's calls must not depend on that. Set at import too: some test modules build Settings() when
