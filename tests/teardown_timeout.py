@@ -5,7 +5,8 @@ a ``--pdb`` session is not killed), and the teardown after the failure then runs
 real-speech test that failed on a busy machine left its event loop waiting in teardown for a task that did
 not end (``_cancel_all_tasks``), and the suite sat there until CI's own limit. Here every teardown gets a timer
 of its own: the test's timeout, at most the suite's default (pyproject's ``timeout``), so a hang in teardown
-fails in seconds with every thread's stack, like a hang anywhere else.
+fails in seconds with every thread's stack, like a hang anywhere else. A timeout ends the process before the
+summary of failures, so why the test failed is printed first, in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 # pytest-timeout (pinned below 3 in pyproject) resolves an item's timeout, method and debugger detection from
 # its marker, the command line and the ini file; the same resolution is used here rather than copied.
 _timeout: Any = importlib.import_module("pytest_timeout")
+FAILED_CALL = pytest.StashKey[str]()
 
 
 def teardown_seconds(item: pytest.Item) -> float:
@@ -30,12 +32,24 @@ def teardown_seconds(item: pytest.Item) -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome: Any = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.when == "call" and report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        item.stash[FAILED_CALL] = str(crash.message).splitlines()[0] if crash is not None else "failed"
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     seconds = teardown_seconds(item)
     if seconds <= 0 or item.config.getoption("usepdb"):
         yield
         return
     hooks = item.config.pluginmanager.hook
+    failure = item.stash.get(FAILED_CALL, None)
+    if failure is not None:
+        item.config.get_terminal_writer().line(f"\n{item.nodeid} failed: {failure[:300]}")
     # The test's own timer, if it still runs (the test passed), would fire later, in another test: stopped first.
     hooks.pytest_timeout_cancel_timer(item=item)
     hooks.pytest_timeout_set_timer(item=item, settings=_timeout._get_item_settings(item)._replace(timeout=seconds))
