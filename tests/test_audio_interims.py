@@ -236,10 +236,13 @@ async def test_the_final_reuses_a_partial_that_covers_the_segment_one_decode_few
 
 @pytest.mark.parametrize("stale", [False, True])
 async def test_new_speech_after_the_partial_gets_a_fresh_decode_and_a_stale_partial_no_interim(stale: bool) -> None:
-    model = CountingModel(secs_per_decode=0.3)
+    # Margins no scheduler comes near, either way: stale, the partial's decode (1 s) outlasts pushing the new
+    # speech and the VAD stop (no wait between them); fresh, the test waits 1 s for a 0.05 s decode before the new
+    # speech (a 0.3 s decode against a 0.4 s wait failed on a busy machine).
+    model = CountingModel(secs_per_decode=1.0 if stale else 0.05)
     pause = _audio(_loud(1.0) + bytes(SECOND * 3 // 10))
     more = _audio(_loud(0.4) + bytes(SECOND // 10))  # too short a quiet for another partial
-    wait: list[Frame] = [] if stale else [SleepFrame(0.4)]  # stale: the partial is still decoding at the VAD stop
+    wait: list[Frame] = [] if stale else [SleepFrame(1.0)]  # stale: the partial is still decoding at the VAD stop
     interims, finals = await _call(_turn(pause, wait, more), model)
     assert model.decodes == 2 and finals == [" 70 voiced frames. "]
     assert interims == ([] if stale else ["50 voiced frames."])  # its older text is dropped after the stop
