@@ -20,10 +20,11 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.services.whisper.stt import WhisperSTTService
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
 from processors.speculative_retrieval import KnowledgeFrame, SpeculativeRetrieval
 from processors.whisper_interims import WhisperInterims
+from tests.fakes.pipecat_run import run_test
 from voice_agent.audio.codec import resample
 from voice_agent.audio.interims import FinalHandoff, GrowingSegment, InterimSettings, Partial
 from voice_agent.audio.stack import AudioStack, caller_voice
