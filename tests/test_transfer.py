@@ -324,10 +324,9 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_transfer() -> N
         credentials = HangupCredentials(telnyx_api_key="KEY", telnyx_base_url=api.base_url)
         line = ProviderTransfer(Provider.TELNYX, credentials, TransferConfig(target=TARGET, timeout_secs=0.3),
                                 "v3:x", "call-1", failed=failures.append)
-        started = time.monotonic()
+        # The provider answers at 1.5 s, a success had the 0.3 s limit not cut the wait: the error is the proof.
         with pytest.raises(TransferError, match="did not answer"):
             await line.transfer({"reason": "x"})
-        assert time.monotonic() - started < 1.2
     assert len(failures) == 1
 
 
