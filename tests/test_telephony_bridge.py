@@ -62,7 +62,8 @@ def emulator(**overrides: Any) -> TwilioCallerEmulator:
     return TwilioCallerEmulator(caller_voice("tone"), None, settings)
 
 
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Polls until ``check()``; the timeout is a hang guard (a call's end took over 10 s on a busy machine)."""
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"

@@ -58,7 +58,9 @@ def bridge_config(**overrides: Any) -> ServerConfig:
 
 
 def caller(rest: TwilioRestEmulator | None = None) -> TwilioCallerEmulator:
-    settings = EmulatorConfig(speed=8.0, silence_secs=0.3, reply_timeout_secs=8.0,
+    # Waits that are hang guards, not measures: on a busy machine the agent's audio pauses for more than 0.3 s
+    # mid-reply (the caller then spoke its next line over a transfer) and a reply can start after 8 s.
+    settings = EmulatorConfig(speed=8.0, silence_secs=1.0, reply_timeout_secs=30.0,
                               auth_token=rest.auth_token if rest is not None else None)
     emulated = TwilioCallerEmulator(caller_voice("tone"), None, settings)
     return rest.register(emulated) if rest is not None else emulated
