@@ -405,13 +405,10 @@ async def test_default_stack_pushes_interims_while_the_caller_speaks_and_specula
     retrieval = SpeculativeRetrieval("call-1", Searcher(), BUDGETED_SPECULATION)
     chunk = 640  # 20 ms
     frames: list[Frame] = [InputAudioRawFrame(bytes(chunk), RATE, 1) for _ in range(25)]
-    # 200 ms of audio every 0.6 s: a third of real time. Partials are due by audio time, and each must finish
-    # before the caller stops; fed in real time, Whisper's partial outlasted the rest of the sentence with two CPU
-    # burners beside the suite and no interim came. Keeping up with real time is bench_interims.py's measure.
-    for i in range(0, len(pcm), chunk * 10):
+    for i in range(0, len(pcm), chunk * 10):  # real time, 200 ms at a time
         frames += [InputAudioRawFrame(pcm[j : j + chunk], RATE, 1) for j in range(i, min(i + chunk * 10, len(pcm)),
                                                                                         chunk)]
-        frames.append(SleepFrame(0.6))
+        frames.append(SleepFrame(0.2))
     frames += [InputAudioRawFrame(bytes(chunk), RATE, 1) for _ in range(50)] + [SleepFrame(3.0)]
     down, _ = await run_test(Pipeline([*audio.before_user, retrieval]), frames_to_send=frames,
                              pipeline_params=PipelineParams(audio_in_sample_rate=RATE))
