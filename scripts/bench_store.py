@@ -32,23 +32,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the redis-server helper and the worker entry live in the tests package
+from loguru import logger
 
-from loguru import logger  # noqa: E402
-
-from tests.fleet_worker import WorkerProcess  # noqa: E402
-from tests.redis_server import redis_server  # noqa: E402
-from voice_agent.call.factory import CallParts, build_call  # noqa: E402
-from voice_agent.harness.scenarios import load_scenario  # noqa: E402
-from voice_agent.harness.simulation.runner import caller_lines  # noqa: E402
-from voice_agent.harness.simulation.text_call import CallerLine, run_text_call  # noqa: E402
-from voice_agent.settings import Settings, with_overrides  # noqa: E402
-from voice_agent.store import CallStore, encode, open_store, restore  # noqa: E402
-from voice_agent.store.codec import counts, decode_changes, encode_changes  # noqa: E402
-from voice_agent.store.sqlite import SQLiteCallStore  # noqa: E402
-from voice_agent.telephony.journal import CallJournal  # noqa: E402
+from voice_agent.call.factory import CallParts, build_call
+from voice_agent.harness.fleet_worker import WorkerProcess
+from voice_agent.harness.redis_server import redis_server
+from voice_agent.harness.scenarios import load_scenario
+from voice_agent.harness.simulation.runner import caller_lines
+from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
+from voice_agent.settings import Settings, with_overrides
+from voice_agent.store import CallStore, encode, open_store, restore
+from voice_agent.store.codec import counts, decode_changes, encode_changes
+from voice_agent.store.sqlite import SQLiteCallStore
+from voice_agent.telephony.journal import CallJournal
 
 SCENARIO = load_scenario("billing_dispute")
 REFERENCE_DATE = SCENARIO.reference_date or dt.date(2026, 11, 30)
@@ -143,7 +139,7 @@ def bench_journal(parts: CallParts, directory: Path, reps: int) -> tuple[float, 
 
 
 class Worker(WorkerProcess):
-    """A worker process (``tests.fleet_worker``: serve's wiring, fake audio stack); its output is discarded."""
+    """A worker process (``voice_agent.harness.fleet_worker``: serve's wiring, fake audio); output discarded."""
 
     def wait_ready(self, timeout: float = 120) -> None:
         try:
@@ -250,7 +246,7 @@ def main() -> None:
                 for backend, store in stores.items():
                     if backend == "in-proc":
                         continue
-                    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+                    env = {**os.environ, "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
                            "VOICE_AGENT_SUMMARIZER__KIND": "extractive",
                            "VOICE_AGENT_CALL__REFERENCE_DATE": REFERENCE_DATE.isoformat(),
                            "VOICE_AGENT_STORE__BACKEND": backend}

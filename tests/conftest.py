@@ -3,10 +3,13 @@
 import gc
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fakes.openai_server"]
+from voice_agent.harness.redis_server import MISSING, REDIS_SERVER, redis_server
+
+pytest_plugins = ["tests.fakes.openai_server", "tests.teardown_timeout"]
 
 # An unset summarizer.kind means `local` where the local-summarizer extra is installed (scripts/test installs
 # it); the suite's calls must not depend on that. Set at import too: some test modules build Settings() when
@@ -54,3 +57,17 @@ def state_home(tmp_path_factory: pytest.TempPathFactory) -> str:
 def private_state(clean_env: None, monkeypatch: pytest.MonkeyPatch, state_home: str) -> None:
     """Served calls write their call store under a temporary state home, never the developer's ~/.local/state."""
     monkeypatch.setenv("XDG_STATE_HOME", state_home)
+
+
+@pytest.fixture
+def need_redis() -> None:
+    """Skips the test, loudly, when redis-server is not installed (scripts/test installs it)."""
+    if REDIS_SERVER is None:
+        pytest.skip(f"{MISSING}: the Redis tests did not run")
+
+
+@pytest.fixture
+def redis_url(need_redis: None, tmp_path: Path) -> Iterator[str]:
+    """A real redis-server of this test's own, on a free loopback port: its URL."""
+    with redis_server(tmp_path) as url:
+        yield url

@@ -20,8 +20,9 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
+from tests.fakes.pipecat_run import run_test
 from voice_agent.audio.codec import pcm16_to_ulaw, read_wav, resample, rms_dbfs, ulaw_to_pcm16, write_wav
 from voice_agent.audio.espeak import EspeakSynthesizer, EspeakTTSService
 from voice_agent.audio.manifest import AudioModelError, load_manifest, verify_model, verify_spec

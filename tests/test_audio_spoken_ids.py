@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
-from pipecat.tests.utils import run_test
 
 from processors.spoken_ids import SpokenIdNormalizer
+from tests.fakes.pipecat_run import run_test
 from voice_agent.core.spoken_ids import (
     IdShape,
     example_of,

@@ -14,10 +14,10 @@ from pipecat.frames.frames import (
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
 )
-from pipecat.tests.utils import run_test
 
 from processors.caller_read_ahead import CallerReadAhead
 from tests.fakes.lanes import lane
+from tests.fakes.pipecat_run import run_test
 from voice_agent.call.session import CallSession
 from voice_agent.core.dates import DateConstraint, clear_cache
 from voice_agent.core.guards.date_guard import DateGuard

@@ -141,6 +141,7 @@ def test_quotes_the_model_made_up_are_counted_as_dropped(data: Path) -> None:
     assert report["sets"]["dev"]["readers"]["invents"]["overall"]["clean_run_rate"] == 1.0
 
 
+@pytest.mark.timeout(240)  # every date set through the command: 13 s of CPU, over 60 s on a busy machine
 def test_the_command_prints_both_halves_and_fails_clearly_on_broken_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(eval_app, ["dates", "--json", str(tmp_path / "r.json")])
     assert result.exit_code == 0, result.output

@@ -24,8 +24,6 @@ from voice_agent.store import CallStore, open_store
 from voice_agent.store.codec import decode, encode, restore
 from voice_agent.telephony.persistence import StoreEffectLog
 
-from .redis_server import redis_server
-
 SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)},
                           summarizer={"kind": "extractive"})
 CALL = "call-3-abcdef"
@@ -40,11 +38,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CallStore]
         yield opened
         opened.close()
         return
-    with redis_server(tmp_path) as url:
-        opened = open_store("redis", url=url)
-        assert opened is not None
-        yield opened
-        opened.close()
+    opened = open_store("redis", url=request.getfixturevalue("redis_url"))
+    assert opened is not None
+    yield opened
+    opened.close()
 
 
 async def leg_one() -> tuple[CallSession, bytes]:

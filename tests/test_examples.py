@@ -18,8 +18,9 @@ import pytest
 from pipecat.frames.frames import Frame, LLMMessagesAppendFrame
 from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregatorParams
 from pipecat.processors.filters.identity_filter import IdentityFilter
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
+from tests.fakes.pipecat_run import run_test
 from tests.fakes.transport import LoopbackTransport
 from voice_agent import FakeLLM, FakeReply, FakeToolCall
 

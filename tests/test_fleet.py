@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -22,15 +22,8 @@ from voice_agent.telephony.fleet import Fleet, FleetReservation, FleetUnavailabl
 from voice_agent.telephony.process import running_bridge
 
 from .fakes.callers import tone_caller
-from .redis_server import redis_server
 
 LINES = ["Hi, is this the billing line?", "Thanks, that's all."]
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    with redis_server(tmp_path) as url:
-        yield url
 
 
 @asynccontextmanager
@@ -100,7 +93,7 @@ async def test_a_corrupt_token_value_is_refused_and_a_dead_redis_is_reported(red
         assert await fleet.claim("partial") is None
     finally:
         await fleet.close()
-    from tests.redis_server import free_port
+    from voice_agent.harness.redis_server import free_port
 
     dead = Fleet(f"redis://127.0.0.1:{free_port()}/0", "b")  # nothing listens there
     try:

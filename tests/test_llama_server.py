@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
-import os
 import re
 import socket
 import subprocess
@@ -38,6 +37,7 @@ from voice_agent.core.transcript import EntryKind
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
 from voice_agent.services.factory import make_hosted_llm
 from voice_agent.settings import load_settings, with_overrides
+from voice_agent.summarizers.local import default_threads
 from voice_agent.summarizers.local_model import ensure_model, extra_status
 
 MAX_TOKENS = 8  # a short answer is an answer; a token costs as much as ten prompt tokens, a second on a busy machine
@@ -60,10 +60,15 @@ def llama_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     assert importlib.util.find_spec("sse_starlette") is not None, (
         "llama_cpp.server needs llama-cpp-python[server], which the local-summarizer extra brings: reinstall it")
     port, log = _free_port(), tmp_path / "llama-server.log"
-    threads = str(max(1, min(2, os.cpu_count() or 1)))
+    # All cores but one, as the in-process model (default_threads): with both cores of a busy 2-core machine,
+    # llama.cpp's threads wait for each other: this call took 270 s there, 170 s on one thread.
+    threads = str(default_threads())
+    # verbose: the prefix reuse and the per-request timings go to the log. logits_all off (the server's default is
+    # on, for logprobs, which no call asks for): the logits of every prompt token, 0.6 MB each, are then neither
+    # computed nor copied (45 s of the 1,400-token first prompt on a busy machine).
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(ensure_model()), "--host", "127.0.0.1",
                "--port", str(port), "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads,
-               "--verbose", "True"]  # verbose: the prefix reuse and the per-request timings go to the log
+               "--logits_all", "False", "--verbose", "True"]
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"

@@ -137,7 +137,7 @@ async def test_timeout_keeps_the_previous_summary_within_the_timeout(fake_openai
     s = summarizer(fake_openai, timeout_secs=0.3)
     started = time.monotonic()
     assert await s.summarize(request()) == PREVIOUS
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 4.0  # the configured 0.3 s, not the 5 s otherwise: a bound no load comes near
     assert s.failures == 1
     assert len(fake_openai.requests) == 1
 
@@ -161,7 +161,7 @@ async def test_text_summary_timeout_keeps_previous_text(fake_openai: FakeOpenAIS
     s = summarizer(fake_openai, timeout_secs=0.3)
     started = time.monotonic()
     assert await s.summarize_text("old summary", TURNS) == "old summary"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 4.0  # the configured 0.3 s, not the 5 s otherwise: a bound no load comes near
 
 
 async def test_a_failed_pass_does_not_poison_the_next(fake_openai: FakeOpenAIServer) -> None:

@@ -21,12 +21,13 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregatorParams,
 )
 from pipecat.services.llm_service import FunctionCallParams
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies
 
 import voice_agent
 from processors.context_assembly import ContextAssembly
 from processors.tool_layer import registered_tools
+from tests.fakes.pipecat_run import run_test
 from tests.fakes.toy_domain import TOY
 from voice_agent import FakeLLM, FakeReply, FakeToolCall, LongCall, guarded_tool, with_overrides
 from voice_agent.call.factory import build_call

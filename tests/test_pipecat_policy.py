@@ -238,8 +238,9 @@ async def test_a_restored_history_has_the_shapes_pipecats_own_aggregator_gives_t
     """A completed call, one with an empty result and one a barge-in cancelled, as pipecat 1.14 stores them."""
     from pipecat.frames.frames import FunctionCallCancelFrame, FunctionCallInProgressFrame, FunctionCallResultFrame
     from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
-    from pipecat.tests.utils import SleepFrame, run_test
+    from pipecat.tests.utils import SleepFrame
 
+    from tests.fakes.pipecat_run import run_test
     from voice_agent.core.transcript import ToolOutcome, TranscriptLane
     from voice_agent.policies.pipecat_builtin import pipecat_history
 

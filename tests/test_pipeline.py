@@ -14,12 +14,13 @@ from pipecat.frames.frames import (
     LLMTextFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
 from processors.context_assembly import ContextAssembly
 from processors.output_guard import OutputGuardProcessor
 from processors.speculative_retrieval import KnowledgeFrame
 from processors.turn_log import TurnLog
+from tests.fakes.pipecat_run import run_test
 from tests.fakes.toy_domain import TOY
 from voice_agent.call.session import CallSession
 from voice_agent.core.transcript import EntryKind, ToolOutcome

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from tests.fleet_worker import WorkerProcess
 from voice_agent.audio.stack import caller_voice
 from voice_agent.call.factory import build_call
+from voice_agent.harness.fleet_worker import WorkerProcess
 from voice_agent.harness.scenarios import load_scenario
 from voice_agent.harness.simulation.runner import caller_lines
 from voice_agent.harness.simulation.text_call import run_text_call
@@ -33,7 +33,6 @@ from voice_agent.store import CallStore, open_store
 from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.emulator import CallResult, EmulatorConfig, TwilioCallerEmulator
 
-ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = load_scenario("billing_dispute")
 LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"]
 REFERENCE_DATE = SCENARIO.reference_date or dt.date(2026, 11, 30)
@@ -41,7 +40,7 @@ KILL_AFTER, DRAIN_AFTER = 10, 24
 
 
 class Worker(WorkerProcess):
-    """One named worker process (:mod:`tests.fleet_worker`) and its log."""
+    """One named worker process (:mod:`voice_agent.harness.fleet_worker`) and its log."""
 
     def __init__(self, name: str, env: dict[str, str], records: Path, logs: Path) -> None:
         self.name = name
@@ -112,7 +111,7 @@ async def test_a_call_survives_kill_9_and_a_drain_and_ends_whole(store_env: dict
     started = time.monotonic()
     records, logs = tmp_path / "records", tmp_path / "logs"
     logs.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+    env = {**os.environ, "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
            "VOICE_AGENT_SUMMARIZER__KIND": "extractive", "VOICE_AGENT_CALL__REFERENCE_DATE": REFERENCE_DATE.isoformat(),
            **store_env}
     workers = [Worker(name, env, records, logs) for name in ("a", "b", "c")]

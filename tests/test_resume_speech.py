@@ -19,17 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet_worker import WorkerProcess
 from voice_agent.audio.stack import caller_voice
+from voice_agent.harness.fleet_worker import WorkerProcess
 from voice_agent.harness.scenarios import load_scenario
 from voice_agent.store import open_store
 from voice_agent.telephony.balancer import ReadyProxy
 from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator
 
-ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = load_scenario("bridge_smoke")
-LINES = [t.text for t in SCENARIO.turns if t.speaker == "caller"][:-1]
-"""The caller's lines up to the credit (turn 7); the goodbye after it proves nothing here and costs a turn of speech."""
+LINES = [t.text for t in SCENARIO.turns[:-2] if t.speaker == "caller" and not
+         ("billing line" in t.text or "hours" in t.text)]
+"""The caller's lines from the problem to the credit. The greeting, the opening-hours question and the goodbye
+prove nothing here and each cost a turn of real speech."""
 ACCOUNT_LINE = next(i for i, line in enumerate(LINES) if "ACC-4729-18" in line)
 
 
@@ -38,7 +39,7 @@ async def test_kill_9_while_the_agent_answers_loses_nothing_the_caller_said(tmp_
     records, logs = tmp_path / "records", tmp_path / "logs"
     logs.mkdir()
     reference = SCENARIO.reference_date or dt.date(2026, 11, 30)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
+    env = {**os.environ, "TWILIO_AUTH_TOKEN": "", "TWILIO_ACCOUNT_SID": "",
            "VOICE_AGENT_SUMMARIZER__KIND": "extractive", "VOICE_AGENT_CALL__REFERENCE_DATE": reference.isoformat(),
            "VOICE_AGENT_STORE__BACKEND": "sqlite", "VOICE_AGENT_STORE__PATH": str(tmp_path / "calls.sqlite3")}
     a, b = (WorkerProcess(env, records, logs / f"worker-{n}.log", "bridge_smoke", "default") for n in "ab")

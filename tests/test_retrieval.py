@@ -28,9 +28,10 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
 from processors.speculative_retrieval import KnowledgeFrame, SpeculativeRetrieval
+from tests.fakes.pipecat_run import run_test
 from voice_agent.retrieval.index import E5Embedder, HybridIndex, RetrievalResult, ScoredChunk
 from voice_agent.retrieval.knowledge import Chunk, chunk_markdown, content_hash, load_chunks
 from voice_agent.retrieval.quality import evaluate, load_questions

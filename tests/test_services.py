@@ -27,7 +27,7 @@ from pipecat.services.anthropic.llm import AnthropicLLMService
 from pipecat.services.google.llm import GoogleLLMService
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
 from tests.fakes.openai_server import (
     FakeOpenAIServer,
@@ -36,6 +36,7 @@ from tests.fakes.openai_server import (
     openai_settings,
     sse_reply,
 )
+from tests.fakes.pipecat_run import run_test
 from tests.fakes.toy_domain import TOY
 from voice_agent.services.factory import make_llm, make_summarizer
 from voice_agent.services.reference_llm import ReferenceLLMService

@@ -27,8 +27,6 @@ from voice_agent.settings import Settings, with_overrides
 from voice_agent.store import CallStore, StateError, decode, encode, open_store, restore, snapshot
 from voice_agent.store.codec import SCHEMA_VERSION, from_plain, to_plain
 
-from .redis_server import redis_server
-
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = load_scenario("billing_dispute")
 LINES = caller_lines(SCENARIO)
@@ -41,8 +39,7 @@ def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
     if request.param == "sqlite":
         yield "sqlite", {"path": str(tmp_path / "calls.sqlite3")}
         return
-    with redis_server(tmp_path) as url:
-        yield "redis", {"url": url}
+    yield "redis", {"url": request.getfixturevalue("redis_url")}
 
 
 @pytest.fixture

@@ -24,8 +24,6 @@ from voice_agent.telephony.emulator import EmulatorConfig, TwilioCallerEmulator,
 from voice_agent.telephony.process import running_bridge
 from voice_agent.telephony.providers import HangupCredentials
 
-from .redis_server import redis_server
-
 LINES = ["Hi, is this the billing line?", "Here it is: ACC-4729-18.", "Can you check my last invoice?",
          "Thanks, that's all."]
 SETTINGS = with_overrides(Settings(), call={"reference_date": dt.date(2026, 11, 30)})
@@ -41,10 +39,10 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cal
         assert pair[0] is not None and pair[1] is not None
         yield pair[0], pair[1]
         return
-    with redis_server(tmp_path) as url:
-        pair = (open_store("redis", url=url), open_store("redis", url=url))
-        assert pair[0] is not None and pair[1] is not None
-        yield pair[0], pair[1]
+    url = request.getfixturevalue("redis_url")
+    pair = (open_store("redis", url=url), open_store("redis", url=url))
+    assert pair[0] is not None and pair[1] is not None
+    yield pair[0], pair[1]
 
 
 def config(store: CallStore) -> ServerConfig:

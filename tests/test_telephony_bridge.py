@@ -62,7 +62,8 @@ def emulator(**overrides: Any) -> TwilioCallerEmulator:
     return TwilioCallerEmulator(caller_voice("tone"), None, settings)
 
 
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Polls until ``check()``; the timeout is a hang guard (a call's end took over 10 s on a busy machine)."""
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
@@ -124,12 +125,11 @@ async def test_health_readiness_and_call_listing() -> None:
         assert body["calls"][0]["state"] == "reserved" and "transcript" not in body["calls"][0]
 
 
-async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_path: Path) -> None:
+async def test_readyz_says_not_ready_while_the_fleet_store_is_unreachable(tmp_path: Path, need_redis: None) -> None:
     import contextlib
 
+    from voice_agent.harness.redis_server import redis_server
     from voice_agent.telephony.fleet import Fleet
-
-    from .redis_server import redis_server
 
     with contextlib.ExitStack() as redis:
         fleet = Fleet(redis.enter_context(redis_server(tmp_path)), "w1")

@@ -58,7 +58,9 @@ def bridge_config(**overrides: Any) -> ServerConfig:
 
 
 def caller(rest: TwilioRestEmulator | None = None) -> TwilioCallerEmulator:
-    settings = EmulatorConfig(speed=8.0, silence_secs=0.3, reply_timeout_secs=8.0,
+    # Waits that are hang guards, not measures: on a busy machine the agent's audio pauses for more than 0.3 s
+    # mid-reply (the caller then spoke its next line over a transfer) and a reply can start after 8 s.
+    settings = EmulatorConfig(speed=8.0, silence_secs=1.0, reply_timeout_secs=30.0,
                               auth_token=rest.auth_token if rest is not None else None)
     emulated = TwilioCallerEmulator(caller_voice("tone"), None, settings)
     return rest.register(emulated) if rest is not None else emulated
@@ -324,10 +326,9 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_transfer() -> N
         credentials = HangupCredentials(telnyx_api_key="KEY", telnyx_base_url=api.base_url)
         line = ProviderTransfer(Provider.TELNYX, credentials, TransferConfig(target=TARGET, timeout_secs=0.3),
                                 "v3:x", "call-1", failed=failures.append)
-        started = time.monotonic()
+        # The provider answers at 1.5 s, a success had the 0.3 s limit not cut the wait: the error is the proof.
         with pytest.raises(TransferError, match="did not answer"):
             await line.transfer({"reason": "x"})
-        assert time.monotonic() - started < 1.2
     assert len(failures) == 1
 
 

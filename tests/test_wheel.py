@@ -99,7 +99,7 @@ def test_the_examples_run_against_the_installed_wheel(installed: tuple[Path, Pat
     work.mkdir()
     shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     (work / "tests" / "fakes").mkdir(parents=True)
-    for name in ("__init__.py", "test_examples.py", "fakes/__init__.py", "fakes/transport.py"):
+    for name in ("__init__.py", "test_examples.py", "fakes/__init__.py", "fakes/transport.py", "fakes/pipecat_run.py"):
         shutil.copy2(ROOT / "tests" / name, work / "tests" / name)
     result = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
                   "tests/test_examples.py"], work, 300)

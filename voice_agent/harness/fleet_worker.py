@@ -1,11 +1,11 @@
-"""A worker process for the resume tests: ``voice-agent serve``'s wiring with the fake audio stack.
+"""A worker process for the resume tests and the store benchmark: ``voice-agent serve``'s wiring, fake audio.
 
 The settings (the ``store`` section among them) come from the environment; the call store, the fleet
 (with the redis store) and the calls come from the same functions ``serve`` uses. The scripted
 recogniser hears the scenario's caller lines and the tone TTS speaks fast (0.01 s a word).
 
-Usage: ``python -m tests.fleet_worker PORT TRANSCRIPT_DIR [SCENARIO [STACK]]`` (STACK ``default``: Whisper, Silero
-and Piper, real speech, instead of the fake stack).
+Usage: ``python -m voice_agent.harness.fleet_worker PORT TRANSCRIPT_DIR [SCENARIO [STACK]]`` (STACK
+``default``: Whisper, Silero and Piper, real speech, instead of the fake stack).
 """
 
 from __future__ import annotations
@@ -19,28 +19,33 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parent.parent
+from voice_agent.datafiles import checkout_root
+from voice_agent.harness.redis_server import free_port
 
 
 class WorkerProcess:
-    """One worker started with ``python -m tests.fleet_worker`` on a free port (tests and benchmarks).
+    """One worker started with ``python -m voice_agent.harness.fleet_worker`` on a free port.
+
+    It runs in the checkout this package is imported from (an installed wheel: the current directory), so a
+    worker serves the same code as the process that started it.
 
     Args:
         env: The environment (the ``store`` settings among it).
         records: The transcript directory.
         log_path: Where its output goes (None: discarded).
+        scenario: The scenario whose caller lines the fake recogniser hears.
+        stack: The audio stack: ``fake`` or a named real one (``default``).
     """
 
     def __init__(self, env: dict[str, str], records: Path, log_path: Path | None = None,
                  scenario: str = "billing_dispute", stack: str = "fake") -> None:
-        from tests.redis_server import free_port
-
         self.port = free_port()
         self.log_path = log_path
         self._log: IO[str] | None = log_path.open("w") if log_path is not None else None
         out = self._log if self._log is not None else subprocess.DEVNULL
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fleet_worker", str(self.port), str(records),
-                                      scenario, stack], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        command = [sys.executable, "-m", "voice_agent.harness.fleet_worker", str(self.port), str(records), scenario,
+                   stack]
+        self.proc = subprocess.Popen(command, cwd=checkout_root(), env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def ready(self) -> bool:
         """Whether its ``/readyz`` answers 200."""

@@ -1,7 +1,7 @@
-"""A real ``redis-server`` for tests, on a free loopback port, with its data in a temporary directory.
+"""A real ``redis-server`` on a free loopback port, its data in a given directory (tests and benchmarks).
 
-``scripts/test`` installs Debian's redis-server when it is missing; a test needing it is skipped
-with a loud reason only when the binary truly is not there.
+``scripts/ensure_redis`` installs Debian's redis-server when it is missing; without the binary,
+:func:`redis_server` raises :class:`RedisServerMissing` (the tests turn it into a loud skip).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists()
                                                 else None)
+MISSING = "REDIS-SERVER IS NOT INSTALLED (scripts/ensure_redis installs it: apt-get install -y redis-server)"
+
+
+class RedisServerMissing(RuntimeError):
+    """No ``redis-server`` binary on PATH or in /usr/bin."""
 
 
 def free_port() -> int:
@@ -29,10 +32,14 @@ def free_port() -> int:
 
 @contextmanager
 def redis_server(directory: Path) -> Iterator[str]:
-    """Runs redis-server on a free loopback port; yields its URL, stops it at the end."""
+    """Runs redis-server on a free loopback port; yields its URL, stops it at the end.
+
+    Raises:
+        RedisServerMissing: The binary is not installed.
+        RuntimeError: It did not answer PING within 10 s.
+    """
     if REDIS_SERVER is None:
-        pytest.skip("REDIS-SERVER IS NOT INSTALLED: the Redis store tests did not run (scripts/test installs it: "
-                    "apt-get install -y redis-server)")
+        raise RedisServerMissing(MISSING)
     port = free_port()
     proc = subprocess.Popen(
         [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
