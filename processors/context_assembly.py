@@ -13,7 +13,7 @@ from processors.speculative_retrieval import KnowledgeFrame
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.caller_history import CallerHistoryReader, message_text
 from voice_agent.policies.pipecat_builtin import is_pipecat_summary
-from voice_agent.services.provider_hooks import MessageDialect
+from voice_agent.services.vendor_hooks import MessageDialect
 
 
 class AssemblySession(Protocol):
@@ -100,7 +100,7 @@ class ContextAssembly(FrameProcessor):
     what that policy shows the model); the caller's new words still open the turn.
     The history's messages that are no turn's (its system message, notes other processors
     add) go to the model first, unchanged; so do the context's tools and tool choice. The messages reach pipecat
-    in the provider's dialect (the lane role, prompt-cache breakpoints at the end of the part no pass changes and
+    in the LLM vendor's dialect (the lane role, prompt-cache breakpoints at the end of the part no pass changes and
     at the end of the stable prefix); under
     ``pipecat`` the context is pipecat's own and is not rewritten.
 
@@ -113,7 +113,7 @@ class ContextAssembly(FrameProcessor):
             stages one (a stage alone gets its own).
         history: The reader of the history's caller messages (the other policies); the pipeline gives both
             stages one, so each message is scanned once per call (a stage alone gets its own).
-        dialect: What the LLM's provider needs of the messages; None: the lanes' own (OpenAI's API).
+        dialect: What the LLM's vendor needs of the messages; None: the lanes' own (OpenAI's API).
     """
 
     def __init__(self, session: AssemblySession, caller_messages: CallerMessages | None = None,

@@ -204,7 +204,7 @@ class LLMWatchdog:
         elif isinstance(frame, LLMFullResponseEndFrame):
             if not attempt.answered:
                 # Nothing to say and no tool to call (reasoning alone included): silence for the caller. A tool
-                # call whose arguments are not JSON ends this way too (the provider's service drops it).
+                # call whose arguments are not JSON ends this way too (the vendor's pipecat service drops it).
                 self._fail(attempt, FailureKind.EMPTY, "the answer ended with no text and no tool call")
             else:
                 self._close(attempt)

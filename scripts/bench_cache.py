@@ -1,4 +1,4 @@
-"""What a call's input costs when the provider caches prompt prefixes: every policy side by side in one run.
+"""What a call's input costs when the LLM vendor caches prompt prefixes: every policy side by side in one run.
 
 Run: ``.venv/bin/python scripts/bench_cache.py`` (offline, 2-6 min on 2 cores by load; ``--quick``: the 120-turn
 call only; ``--local``: also the measured row on the packaged local model, which takes as long as the model needs
@@ -334,7 +334,7 @@ def main() -> int:
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
-    base = with_overrides(load_settings(), summarizer={"kind": "extractive"}, llm={"provider": "reference"})
+    base = with_overrides(load_settings(), summarizer={"kind": "extractive"}, llm={"vendor": "reference"})
     rows: list[tuple[str, str, str, CallCost]] = []
     lanes_requests: dict[str, list[Request]] = {}
     long_parts: dict[str, Capture] = {}

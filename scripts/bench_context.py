@@ -16,7 +16,7 @@ in their own columns: that read-ahead, and ``record_agent`` (the reply's dates, 
 by side: the turn when the final differs from the interim read ahead (the caller's words read on the turn).
 
 Tokens: baselines, run side by side on the same scripted 120-turn call:
-- full history: every message ever, never compacted;
+- full history: every message ever, never summarized;
 - pipecat built-in: pipecat's own summarization util (trigger at 20 unsummarized messages
   or 8000 estimated tokens, keep the last 4 messages, the summary replaces the rest and is
   itself re-summarized next time);
@@ -46,7 +46,7 @@ from processors.context_assembly import ContextAssembly
 from voice_agent.call.session import CallSession
 from voice_agent.core.assembler import AssemblerConfig, ContextAssembler, entries_to_messages
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
+from voice_agent.core.passes import PassScheduler
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tokens import estimate_message_tokens
@@ -331,11 +331,11 @@ def lanes_tokens_per_request(turns: int) -> list[int]:
     for i in range(20):
         state.ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{i:04d}", 1, "list_invoices", "invoice_id")
     assembler = ContextAssembler(AssemblerConfig(system_prompt=SYSTEM, summary_max_tokens=600))
-    compactor = Compactor(FixedSizeSummarizer())
+    pass_scheduler = PassScheduler(FixedSizeSummarizer())
     sizes = []
     for n in range(1, turns + 1):
         scripted_turn(state, n)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         messages = assembler.build(state).messages
         sizes.append(LLMContextSummarizationUtil.estimate_context_tokens(LLMContext(messages)))
     return sizes

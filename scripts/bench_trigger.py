@@ -1,9 +1,9 @@
-"""Benchmarks the compaction triggers' per-turn cost: reference and threshold against the cadence, same run.
+"""Benchmarks the pass triggers' per-turn cost: reference and threshold against the cadence, same run.
 
 Run: .venv/bin/python scripts/bench_trigger.py
 
 Each trigger schedules the start of every turn of one scripted call (caller line, a tool call every fourth
-turn, agent line; 20 ledger entries). The cost is the time of ``CompactionTrigger.schedule`` alone (no
+turn, agent line; 20 ledger entries). The cost is the time of ``PassTrigger.schedule`` alone (no
 summarizer runs: passes are only scheduled), per turn, measured over the turns of each stretch; the
 ``reference`` trigger must stay flat as the call grows (it looks at the last K turns and the turns
 waiting, never the whole call).
@@ -19,7 +19,7 @@ import time
 from loguru import logger
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction_trigger import CompactionTrigger
+from voice_agent.core.pass_trigger import PassTrigger
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.transcript import ToolOutcome
 from voice_agent.harness.stats import percentile
@@ -47,7 +47,7 @@ def per_turn_us(trigger: Trigger, turns: int) -> dict[int, float]:
     state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(keep=6, every=5, trigger=trigger))
     for i in range(20):
         state.ledger.record_from_tool(f"invoice_{i}", f"INV-2026-{i:04d}", 1, "list_invoices", "invoice_id")
-    scheduler = CompactionTrigger()
+    scheduler = PassTrigger()
     out = {}
     for n in range(1, turns + 1):
         scripted_turn(state, n)

@@ -18,7 +18,7 @@ from voice_agent.core.assembler import (
     entries_to_messages,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
+from voice_agent.core.passes import PassScheduler
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tokens import estimate_message_tokens
@@ -44,14 +44,14 @@ class LossySummarizer:
 
 def build_call(turns: list[tuple[str, str]], ledger_values: list[str], keep: int, every: int) -> CallState:
     state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(keep, every), slot_model=Slots)
-    compactor = Compactor(LossySummarizer())
+    pass_scheduler = PassScheduler(LossySummarizer())
     for i, value in enumerate(ledger_values):
         state.ledger.record_from_tool(f"role{i}", value, 1, "lookup", "id")
     if ledger_values:
         state.slots.apply_harvest("account_id", ledger_values[0], 1, "lookup.id")
     for n, (caller, agent) in enumerate(turns, start=1):
         state.start_turn(caller)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         if n % 3 == 0:
             state.transcript.append_tool_call(state.turn, "lookup", f"c{n}", {"q": caller[:5]})
             state.transcript.append_tool_result(state.turn, "lookup", f"c{n}", {"ok": n}, ToolOutcome.COMPLETED)
@@ -122,12 +122,12 @@ def test_size_stays_bounded_as_the_call_grows() -> None:
     keep, every, line = 6, 5, "x" * 200
     config = AssemblerConfig(summary_max_tokens=300)
     state = build_call([], [f"ACC{i:05d}" for i in range(20)], keep, every)
-    compactor = Compactor(LossySummarizer())
+    pass_scheduler = PassScheduler(LossySummarizer())
     assembler = ContextAssembler(config)
     sizes = []
     for _ in range(300):
         state.start_turn(line)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         state.record_agent(line)
         sizes.append(assembler.build(state).total_tokens)
     per_turn = 2 * estimate_message_tokens(line)

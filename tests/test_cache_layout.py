@@ -23,7 +23,7 @@ from voice_agent.core.assembler import (
     known_facts_lines,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
+from voice_agent.core.passes import PassScheduler
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.core.tokens import estimate_message_tokens
@@ -63,14 +63,14 @@ def play(call: list[Step], keep: int, every: int, reference: bool = False
     policy = (ContextPolicy(keep, every, trigger=Trigger.REFERENCE, floor=1, batch=1) if reference
               else ContextPolicy(keep, every))
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=policy, slot_model=Slots)
-    compactor = Compactor(LineSummarizer())
+    pass_scheduler = PassScheduler(LineSummarizer())
     config = AssemblerConfig(system_prompt="SYS", hard_constraints=("never read a card number",))
     assembler = ContextAssembler(config)
     requests: list[AssembledContext] = []
     passes: list[bool] = []
     for n, (words, account, tool, knowledge) in enumerate(call, start=1):
         state.start_turn(words)
-        ran = asyncio.run(compactor.on_turn_start(state)) is not None
+        ran = asyncio.run(pass_scheduler.on_turn_start(state)) is not None
         if account is not None:
             state.ledger.record_from_tool("account", account, n, "lookup", "id")
             state.slots.apply_harvest("account_id", account, n, "lookup.id")
@@ -114,11 +114,11 @@ def test_lane_tokens_count_what_the_request_holds(call: list[Step], keep: int, e
 @given(steps, st.integers(1, 6), st.integers(1, 6))
 def test_every_fact_line_is_on_every_request_verbatim(call: list[Step], keep: int, every: int) -> None:
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(keep, every), slot_model=Slots)
-    compactor = Compactor(LineSummarizer())
+    pass_scheduler = PassScheduler(LineSummarizer())
     assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
     for n, (words, account, _tool, _knowledge) in enumerate(call, start=1):
         state.start_turn(words)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         if account is not None:
             state.ledger.record_from_tool("account", account, n, "lookup", "id")
             state.slots.apply_harvest("account_id", account, n, "lookup.id")
@@ -199,13 +199,13 @@ def test_the_hard_constraints_open_every_request_and_a_one_line_reminder_closes_
 
 def test_a_pass_drops_the_knowledge_of_earlier_turns_and_keeps_the_current_turns() -> None:
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
-    compactor = Compactor(LineSummarizer())
+    pass_scheduler = PassScheduler(LineSummarizer())
     assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
     chunk = {n: f"Fact number {n} about the plan is written right here." for n in (1, 2, 3)}
     texts: list[str] = []
     for n in (1, 2, 3):
         state.start_turn(f"question {n}")
-        ran = asyncio.run(compactor.on_turn_start(state)) is not None
+        ran = asyncio.run(pass_scheduler.on_turn_start(state)) is not None
         assert ran is (n == 3)
         texts = [str(m.get("content")) for m in assembler.build(state, [chunk[n]]).messages]
         state.record_agent(f"Yes: fact number {n} about the plan is written right here.")  # the reply uses it
@@ -241,11 +241,11 @@ def test_every_fact_is_in_known_facts_or_its_value_verbatim_in_the_prefix_on_eve
     policy = (ContextPolicy(keep, every, trigger=Trigger.REFERENCE, floor=1, batch=1) if reference
               else ContextPolicy(keep, every))
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=policy, slot_model=Slots)
-    compactor = Compactor(LineSummarizer())
+    pass_scheduler = PassScheduler(LineSummarizer())
     assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS", hard_constraints=("never read a card number",)))
     for n, (words, account, tool, _knowledge) in enumerate(call, start=1):
         state.start_turn(f"{words} my number is {account}" if said and account else words)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         if account is not None:
             if tool:  # the value comes in a tool result the request carries
                 state.transcript.append_tool_call(n, "lookup", f"c{n}", {"q": words[:4]})
@@ -266,12 +266,12 @@ def test_every_fact_is_in_known_facts_or_its_value_verbatim_in_the_prefix_on_eve
 
 def test_a_new_fact_already_verbatim_above_stays_out_of_the_tail_until_the_pass_lists_it() -> None:
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
-    compactor = Compactor(LineSummarizer())
+    pass_scheduler = PassScheduler(LineSummarizer())
     assembler = ContextAssembler(AssemblerConfig(system_prompt="SYS"))
 
     def turn(n: int, words: str, account: str | None = None, said: bool = False) -> AssembledContext:
         state.start_turn(words)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         if account and said:
             state.ledger.record_from_caller("account", account, n, words)
         elif account:
@@ -303,7 +303,7 @@ def test_the_priced_trigger_of_lanes_reads_what_the_assembler_shows() -> None:
     from voice_agent.policies.lanes import LanesPolicy
 
     policy = LanesPolicy(AssemblerConfig(system_prompt="SYS"), LineSummarizer(), DateGuard(dt.date(2026, 12, 3)))
-    assert policy.compactor.trigger.shown == policy.assembler.shown_sizes
+    assert policy.pass_scheduler.trigger.shown == policy.assembler.shown_sizes
     state = CallState(reference_date=dt.date(2026, 12, 3), policy=ContextPolicy(1, 3), slot_model=Slots)
     assert policy.assembler.shown_sizes(state).summary == 0  # another call: nothing shown yet
     for n in (1, 2, 3):

@@ -160,7 +160,7 @@ async def test_words_already_in_the_slot_or_a_later_statement_are_not_written_ag
 async def test_a_model_that_fails_or_times_out_changes_nothing_but_a_counted_log_line(fault: str) -> None:
     async def complete(instructions: str, user: str, schema: dict[str, Any]) -> str:
         if fault == "error":
-            raise ConnectionError("provider down")
+            raise ConnectionError("vendor down")
         await asyncio.sleep(10)
         return reply()
 
@@ -184,7 +184,7 @@ async def test_a_model_that_fails_or_times_out_changes_nothing_but_a_counted_log
 def test_on_by_default_only_with_a_hosted_llm_and_off_offline() -> None:
     assert extractor_choice(Settings()) == "off"
     assert make_caller_span_extractor(Settings(), BILLING_TOOLS) is None
-    hosted = with_overrides(Settings(), llm={"provider": "openai"})
+    hosted = with_overrides(Settings(), llm={"vendor": "openai"})
     assert extractor_choice(hosted) == "llm"
     assert make_caller_span_extractor(hosted, BILLING_TOOLS, None) is None  # unset and no model to read with
     assert extractor_choice(with_overrides(hosted, caller_spans={"extractor": "off"})) == "off"

@@ -46,7 +46,7 @@ def test_alignments_json_and_text() -> None:
     counts = {a["stated"]: a["rewrites"] for a in json.loads(out)["alignments"]}
     assert code == 0 and counts == {1: 4, 2: 4, 3: 5, 4: 4, 5: 4, 6: 4, 7: 4, 8: 5, 9: 4, 10: 4}
     code, out, _ = run("--stated", "4", "--needed", "31", "--facts", "5", "--alignments")
-    assert "regenerations that rewrite it: 15, 20, 25, 30" in out
+    assert "passes that rewrite it: 15, 20, 25, 30" in out
     assert "65.6 %" in out and "3.28 kept" in out and "12.2 %" in out and "stated   3 -> needed  30: 5" in out
 
 

@@ -1,4 +1,4 @@
-"""``voice-agent eval compaction-safety``: a summary pass at every turn must not change an identifier argument."""
+"""``voice-agent eval pass-safety``: a summary pass at every turn must not change an identifier argument."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from voice_agent.agent.brain import BrainReply, ToolCallRequest
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.domains.billing import billing_domain
 from voice_agent.harness.evaluation.cli import eval_app
-from voice_agent.harness.evaluation.compaction_safety import (
+from voice_agent.harness.evaluation.pass_safety import (
     TRACE_FORMAT,
-    ForcedCompaction,
-    NoCompaction,
-    compaction_safety,
+    ForcedPassTracker,
+    NoPassTracker,
     diff_replies,
     load_traces,
+    pass_safety,
     record_trace,
 )
 from voice_agent.harness.evaluation.retention import retention_report
@@ -45,26 +45,26 @@ def test_a_trace_holds_the_transcript_with_tool_calls_and_arguments(traces: dict
 
 async def test_lanes_has_no_identifier_mismatch_on_any_scenario(traces: dict[str, dict[str, Any]]) -> None:
     assert set(traces) >= {"billing_dispute", "refund_orders", "callback_constraints"}
-    report = await compaction_safety(list(traces.values()), [PolicyName.LANES], runs=3)
+    report = await pass_safety(list(traces.values()), [PolicyName.LANES], runs=3)
     lanes = report["policies"]["lanes"]
     assert lanes["calls_compared"] > 0 and lanes["passes"] > 0
     assert lanes["defects"] == 0, lanes["mismatches"][:5]
 
 
 async def test_rolling_mismatches_are_listed_with_turn_and_both_values(traces: dict[str, dict[str, Any]]) -> None:
-    report = await compaction_safety([traces["billing_dispute"]], [PolicyName.ROLLING], runs=3)
+    report = await pass_safety([traces["billing_dispute"]], [PolicyName.ROLLING], runs=3)
     mismatches = report["policies"]["rolling"]["mismatches"]
     assert mismatches
     for m in mismatches:
-        assert m["trace"] == "billing_dispute" and m["turn"] >= 1 and m["compacted"] != m["uncompacted"]
+        assert m["trace"] == "billing_dispute" and m["turn"] >= 1 and m["forced"] != m["raw"]
         assert m["kind"] in ("mismatch", "missing", "extra")
 
 
 async def test_the_maximal_stress_mode_summarizes_everything_before_the_current_turn(
     traces: dict[str, dict[str, Any]],
 ) -> None:
-    window = await compaction_safety([traces["billing_dispute"]], [PolicyName.LANES], mode="window")
-    everything = await compaction_safety([traces["billing_dispute"]], [PolicyName.LANES], mode="all")
+    window = await pass_safety([traces["billing_dispute"]], [PolicyName.LANES], mode="window")
+    everything = await pass_safety([traces["billing_dispute"]], [PolicyName.LANES], mode="all")
     assert everything["policies"]["lanes"]["passes"] > window["policies"]["lanes"]["passes"]
     # Lanes never hands the model a wrong identifier, even then (a re-ask or an extra lookup is safe).
     assert not [m for m in everything["policies"]["lanes"]["mismatches"] if m["kind"] == "mismatch"]
@@ -72,14 +72,14 @@ async def test_the_maximal_stress_mode_summarizes_everything_before_the_current_
 
 def test_forced_trackers() -> None:
     policy = ContextPolicy(keep=6, every=5)
-    forced = ForcedCompaction(policy, mode="window")
+    forced = ForcedPassTracker(policy, mode="window")
     assert forced.on_turn_start(7) is None and forced.on_turn_start(8) is not None  # turn 1 leaves at 8
     assert forced.on_turn_start(9) is not None and forced.raw_from(9) == 3
-    everything = ForcedCompaction(policy, mode="all")
-    regeneration = everything.on_turn_start(4)
-    assert regeneration is not None and (regeneration.first, regeneration.last) == (1, 3)
+    everything = ForcedPassTracker(policy, mode="all")
+    scheduled = everything.on_turn_start(4)
+    assert scheduled is not None and (scheduled.first, scheduled.last) == (1, 3)
     assert everything.raw_from(4) == 4
-    never = NoCompaction(policy)
+    never = NoPassTracker(policy)
     assert never.on_turn_start(10) is None and never.raw_from(40) == 1
 
 
@@ -88,11 +88,11 @@ def test_diff_of_identifier_arguments() -> None:
     right = BrainReply(tool_calls=(ToolCallRequest("lookup_account", {"account_id": "ACC-4729-18"}),))
     wrong = BrainReply(tool_calls=(ToolCallRequest("lookup_account", {"account_id": "ACC-4729-19"}),))
     compared, found = diff_replies(wrong, right, domain, policy="rolling", seed=0, turn=31, point=70)
-    assert compared == 1 and [(m.kind, m.compacted, m.uncompacted) for m in found] == [
+    assert compared == 1 and [(m.kind, m.forced, m.raw) for m in found] == [
         ("mismatch", "ACC-4729-19", "ACC-4729-18")]
     _, missing = diff_replies(BrainReply(text="Could you read me your account number?"), right, domain,
                               policy="rolling", seed=0, turn=31, point=70)
-    assert [(m.kind, m.compacted) for m in missing] == [("missing", None)]
+    assert [(m.kind, m.forced) for m in missing] == [("missing", None)]
     assert diff_replies(right, right, domain, policy="lanes", seed=0, turn=1, point=1)[1] == []
 
 
@@ -109,12 +109,12 @@ def test_trace_files_and_retention_from_traces(traces: dict[str, dict[str, Any]]
         load_traces(bad)
 
 
-def test_cli_compaction_safety(traces: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+def test_cli_pass_safety(traces: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(traces["refund_orders"]), encoding="utf-8")
     out = tmp_path / "safety.json"
-    result = CliRunner().invoke(eval_app, ["compaction-safety", str(path), "--json", str(out)])
+    result = CliRunner().invoke(eval_app, ["pass-safety", str(path), "--json", str(out)])
     assert result.exit_code == 0, result.output
-    assert "Compaction safety" in result.output
+    assert "Pass safety" in result.output
     report = json.loads(out.read_text())
     assert report["policies"]["lanes"]["defects"] == 0 and "rolling" in report["policies"]

@@ -160,7 +160,7 @@ async def test_an_llm_that_hangs_ends_the_turn_with_a_timeout_not_a_traceback() 
 
 
 def _erroring_llm(_domain: Domain) -> Any:
-    return FakeLLM({1: [FakeReply(error="provider answered 500")]})
+    return FakeLLM({1: [FakeReply(error="vendor answered 500")]})
 
 
 def _hanging_llm(_domain: Domain) -> Any:
@@ -194,7 +194,7 @@ async def test_simulate_against_an_llm_answering_500_exits_non_zero(fake_openai:
         return web.json_response({"error": {"message": "internal error", "type": "server_error"}}, status=500)
 
     fake_openai.reply = broken
-    env = {"VOICE_AGENT_LLM__PROVIDER": "openai", "VOICE_AGENT_LLM__BASE_URL": fake_openai.base_url,
+    env = {"VOICE_AGENT_LLM__VENDOR": "openai", "VOICE_AGENT_LLM__BASE_URL": fake_openai.base_url,
            "VOICE_AGENT_LLM__MODEL": "fake-model",
            "OPENAI_API_KEY": "sk-test-not-a-real-key"}
     result = await asyncio.to_thread(

@@ -1,6 +1,6 @@
 """A real llama-cpp-python server on the packaged model serves a short call through the pipeline (``llm.base_url``).
 
-The call takes the path ``voice-agent serve`` and ``simulate`` take with ``llm.provider = "openai"``: the
+The call takes the path ``voice-agent serve`` and ``simulate`` take with ``llm.vendor = "openai"``: the
 settings, ``build_call``, pipecat's real ``OpenAILLMService``, our pipeline. Before ``llm.lane_role`` every
 request was an HTTP 500 (the server knows no ``developer`` role and no ``content: null`` on a tool-call
 message) and the caller heard the watchdog's apology. The server log also shows llama.cpp's prefix reuse:
@@ -99,7 +99,7 @@ async def test_a_call_on_a_real_llama_server_gets_answers_and_reuses_the_prefix(
     llama_server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base_url, log = llama_server
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("VOICE_AGENT_LLM__BASE_URL", base_url)
     monkeypatch.setenv("VOICE_AGENT_LLM__MODEL", "local")
     # llm.lane_role unset: a base_url server gets the lanes as system messages.

@@ -44,7 +44,7 @@ def request() -> SummaryRequest:
         turns=TURNS,
         ledger_roles=("disputed_invoice", "account"),
         slot_names=("refund_amount",),
-        regeneration_turn=7,
+        pass_turn=7,
     )
 
 
@@ -121,7 +121,7 @@ async def test_invalid_reply_keeps_the_previous_summary(fake_openai: FakeOpenAIS
     assert s.failures == 1
 
 
-async def test_provider_error_keeps_the_previous_summary(fake_openai: FakeOpenAIServer) -> None:
+async def test_vendor_error_keeps_the_previous_summary(fake_openai: FakeOpenAIServer) -> None:
     async def bad_request(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         # 400 is not retried by the OpenAI client, so the failure is immediate.
         return web.json_response({"error": {"message": "bad schema", "type": "invalid_request_error"}}, status=400)

@@ -51,7 +51,7 @@ from voice_agent.settings import (
     SettingsError,
     load_settings,
     with_overrides,
-    with_provider,
+    with_vendor,
 )
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 
@@ -64,7 +64,7 @@ LINES = RecoveryLines()
 A = RecoveryAction
 
 HANG = FakeReply(hang=True)
-ERROR = FakeReply(error="provider answered 500")
+ERROR = FakeReply(error="vendor answered 500")
 
 
 # --- the decisions (pure) ---------------------------------------------------------------------------
@@ -143,17 +143,17 @@ def test_bad_llm_timeouts_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -
         load_settings()
 
 
-def test_switching_provider_keeps_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switching_vendor_keeps_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     settings = with_overrides(Settings(), llm={"first_token_timeout_secs": 2.0, "transfer_after_failures": 2,
                                                "max_tool_calls_per_turn": 3, "max_repeated_refusals": 1})
-    switched = with_provider(settings, "openai").llm
-    assert (switched.provider, switched.first_token_timeout_secs, switched.transfer_after_failures) == (
+    switched = with_vendor(settings, "openai").llm
+    assert (switched.vendor, switched.first_token_timeout_secs, switched.transfer_after_failures) == (
         "openai", 2.0, 2)
     assert (switched.max_tool_calls_per_turn, switched.max_repeated_refusals) == (3, 1)  # every limit, not a list
 
 
-def test_the_provider_sdk_does_not_retry_behind_the_watchdog() -> None:
+def test_the_vendor_sdk_does_not_retry_behind_the_watchdog() -> None:
     service: Any = make_hosted_llm(openai_settings("http://127.0.0.1:9/v1").llm)
     assert service._client.max_retries == 0  # the SDK's default is 2 retries with back-off
     assert service._client.timeout == 15.0 + 5.0
@@ -200,7 +200,7 @@ async def test_a_hung_llm_is_retried_once_then_the_caller_hears_an_apology_withi
     assert turn_attributes(session, 1)["llm.failures"] == ["first_token_timeout:retry", "first_token_timeout:apologize"]
 
 
-async def test_the_retry_answers_when_the_provider_recovers() -> None:
+async def test_the_retry_answers_when_the_vendor_recovers() -> None:
     session = toy_session()
     recorder, _ = await play(session, {1: [HANG, FakeReply(text="Here you are.")]}, ["hello"])
     turn = recorder.turns[0]
@@ -231,7 +231,7 @@ async def test_an_error_is_retried_at_once_and_the_second_error_is_apologised_fo
         (1, FailureKind.ERROR, 1, A.RETRY), (1, FailureKind.ERROR, 2, A.APOLOGIZE), (2, FailureKind.ERROR, 1, A.RETRY),
     ]
     # The watchdog's log (with what followed) and the recorder's own sighting of each error frame.
-    assert logged(second.errors) == ["LLM error (attempt 1): provider answered 500 -> retry"]
+    assert logged(second.errors) == ["LLM error (attempt 1): vendor answered 500 -> retry"]
     assert seen(first.errors) == 2 and seen(second.errors) == 1
     assert recorder.errors == first.errors + second.errors  # the call-level list a simulation counts failures by
 
@@ -403,7 +403,7 @@ async def test_simulate_against_an_llm_that_never_answers_reports_failed_calls_a
     fake_openai: FakeOpenAIServer,
 ) -> None:
     fake_openai.reply = never_answers(fake_openai)
-    env = {"VOICE_AGENT_LLM__PROVIDER": "openai", "VOICE_AGENT_LLM__BASE_URL": fake_openai.base_url,
+    env = {"VOICE_AGENT_LLM__VENDOR": "openai", "VOICE_AGENT_LLM__BASE_URL": fake_openai.base_url,
            "VOICE_AGENT_LLM__MODEL": "fake-model", "OPENAI_API_KEY": "sk-test-not-a-real-key",
            "VOICE_AGENT_LLM__FIRST_TOKEN_TIMEOUT_SECS": "0.2", "VOICE_AGENT_LLM__TOTAL_TIMEOUT_SECS": "1"}
     result = await asyncio.to_thread(

@@ -22,7 +22,7 @@ import pytest
 
 from voice_agent.call.factory import build_call, build_session
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
+from voice_agent.core.passes import PassScheduler
 from voice_agent.core.policy import ContextPolicy
 from voice_agent.domains.base import Domain
 from voice_agent.domains.billing import billing_domain
@@ -63,14 +63,14 @@ def test_one_real_pass_gives_a_structured_summary_with_no_identifier_and_a_drop_
         ("Is paperless billing free?", "Yes, it is free."),
     ]
     summarizer = LocalSummarizer(SummarizerConfig())
-    compactor = Compactor(summarizer)
+    pass_scheduler = PassScheduler(summarizer)
     passes = []
     started = time.monotonic()
     for turn, (caller, agent) in enumerate(lines, start=1):
         state.start_turn(caller)
         if turn == 1:
             state.ledger.record_from_caller("account", ACCOUNT, turn, quote=caller)
-        summary_pass = asyncio.run(compactor.on_turn_start(state))
+        summary_pass = asyncio.run(pass_scheduler.on_turn_start(state))
         if summary_pass is not None:
             passes.append(summary_pass)
         state.record_agent(agent)
@@ -84,7 +84,7 @@ def test_one_real_pass_gives_a_structured_summary_with_no_identifier_and_a_drop_
     assert ACCOUNT.lower() not in rendered.lower() and "472918" not in rendered.replace("-", "")
     event = passes[0].event
     assert set(event.span_attributes()) == {
-        "summary.regeneration_turn", "summary.facts_in", "summary.facts_out", "summary.facts_dropped",
+        "summary.pass_turn", "summary.facts_in", "summary.facts_out", "summary.facts_dropped",
         "summary.scrubbed",
     }
     assert event.keys_in == {"ledger:account"}  # the identifier went in with turn 1

@@ -89,7 +89,7 @@ def test_a_domain_prompt_with_braces_survives_and_only_the_date_placeholders_are
 
 # -- trap: a domain needed a reference brain ------------------------------------------------------------
 
-def test_a_long_call_needs_no_reference_brain_and_the_reference_provider_says_so() -> None:
+def test_a_long_call_needs_no_reference_brain_and_the_reference_vendor_says_so() -> None:
     domain = LongCall([guarded_tool(LOOKUP, identifiers=["order_id"])]).domain()
     assert domain.make_brain is None and domain.system_prompt == ""
     with pytest.raises(SettingsError, match="reference brain"):

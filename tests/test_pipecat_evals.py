@@ -57,7 +57,7 @@ def _bot_env() -> dict[str, str]:
     """The test's environment without the developer's settings, pinned to the offline agent."""
     env = {k: v for k, v in os.environ.items()
            if not k.upper().startswith("VOICE_AGENT_") and not k.endswith("_API_KEY")}
-    env["VOICE_AGENT_LLM__PROVIDER"] = "reference"
+    env["VOICE_AGENT_LLM__VENDOR"] = "reference"
     env["VOICE_AGENT_SUMMARIZER__KIND"] = "extractive"
     return env
 

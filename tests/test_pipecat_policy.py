@@ -114,7 +114,7 @@ def test_full_history_needs_no_summarizer_and_keeps_every_fact() -> None:
     plan = SimulationPlan(scenario, [], billing_domain, [PolicyName.PIPECAT], settings, retention=None)
     outcome = asyncio.run(run_once(plan, PolicyName.PIPECAT, 0))
     assert outcome.failure is None and all(outcome.present_at_need.values())
-    assert outcome.tokens[-1] > outcome.tokens[0] * 3  # never compacted: it only grows
+    assert outcome.tokens[-1] > outcome.tokens[0] * 3  # never summarized: it only grows
 
 
 def test_a_summarizer_that_is_not_a_model_is_a_one_line_settings_error() -> None:

@@ -115,7 +115,7 @@ def test_the_fault_model_can_lose_at_capture_only() -> None:
     lane = TranscriptLane()
     lane.append_caller(1, "My account is ACC-4729-18.")
     request = SummaryRequest(previous=EpisodeSummary(), turns=lane.in_turns(1, 1), ledger_roles=(), slot_names=(),
-                             regeneration_turn=5)
+                             pass_turn=5)
     first = asyncio.run(fault.summarize(request))
     assert "ACC-4729-18" not in first.render()
     assert fault.faults and fault.faults[0][0] == "a"

@@ -47,23 +47,23 @@ from voice_agent.summarizers.llm import LLMSummarizer
 # --- factory -----------------------------------------------------------------------------------
 
 
-def test_reference_provider_builds_reference_llm() -> None:
+def test_reference_vendor_builds_reference_llm() -> None:
     llm = make_llm(load_settings(), TOY)
     assert isinstance(llm, ReferenceLLMService)
 
 
 @pytest.mark.parametrize(
-    ("provider", "env", "cls", "model"),
+    ("vendor", "env", "cls", "model"),
     [
         ("openai", "OPENAI_API_KEY", OpenAILLMService, "gpt-4.1-mini"),
         ("anthropic", "ANTHROPIC_API_KEY", AnthropicLLMService, "claude-test"),
         ("google", "GOOGLE_API_KEY", GoogleLLMService, "gemini-test"),
     ],
 )
-def test_hosted_providers_build_the_real_pipecat_services(
-    monkeypatch: pytest.MonkeyPatch, provider: str, env: str, cls: type, model: str
+def test_hosted_vendors_build_the_real_pipecat_services(
+    monkeypatch: pytest.MonkeyPatch, vendor: str, env: str, cls: type, model: str
 ) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", provider)
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", vendor)
     monkeypatch.setenv("VOICE_AGENT_LLM__MODEL", model)
     monkeypatch.setenv(env, "fake-key-for-tests")
     llm = make_llm(load_settings(), TOY)
@@ -78,7 +78,7 @@ def test_openai_uses_base_url_for_local_servers(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_openai_without_model_keeps_pipecat_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", "fake")
     llm = make_llm(load_settings(), TOY)
     untouched: LLMService[Any] = OpenAILLMService(api_key="x")
@@ -98,7 +98,7 @@ def test_make_summarizer_extractive_by_default() -> None:
 def test_make_summarizer_llm_uses_given_or_settings_llm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "llm")
     monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__TIMEOUT_SECS", "3.5")
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", "fake")
     settings = load_settings()
     conversation_llm = make_llm(settings, TOY)
@@ -218,7 +218,7 @@ def test_simulate_against_a_local_server_that_is_not_there_fails_at_once(monkeyp
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("VOICE_AGENT_LLM__BASE_URL", f"http://127.0.0.1:{port}/v1")
     result = CliRunner().invoke(app, ["simulate", "--runs", "1", "--policy", "lanes"])
     assert result.exit_code != 0 and "nothing answers" in result.output and "start the local server" in result.output

@@ -34,7 +34,7 @@ def error_of(path: Path | None = None) -> str:
 def test_shipped_file_holds_the_offline_defaults() -> None:
     settings = load_settings()  # config/settings.toml, relative to the working directory
     assert settings == load_settings(SHIPPED)
-    assert settings.llm.provider == "reference"
+    assert settings.llm.vendor == "reference"
     assert settings.llm.api_key is None
     summarizer = settings.summarizer
     assert (summarizer.kind, summarizer.max_lines, summarizer.max_words) == ("extractive", 12, 30)
@@ -65,14 +65,14 @@ def test_settings_path_from_environment(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path, '[llm]\nprovider = "reference"\nmodel = "from-file"\n[policy]\nkeep = 8\n')
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    path = write(tmp_path, '[llm]\nvendor = "reference"\nmodel = "from-file"\n[policy]\nkeep = 8\n')
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("VOICE_AGENT_POLICY__KEEP", "4")
     monkeypatch.setenv("VOICE_AGENT_CALL__REFERENCE_DATE", "2026-03-01")
     monkeypatch.setenv("VOICE_AGENT_TELEMETRY__INCLUDE_PII", "true")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     settings = load_settings(path)
-    assert settings.llm.provider == "openai"
+    assert settings.llm.vendor == "openai"
     assert settings.llm.model == "from-file"  # nested sections merge key by key
     assert settings.policy.keep == 4
     assert settings.call.reference_date == dt.date(2026, 3, 1)
@@ -101,23 +101,23 @@ def test_wrong_value_names_the_key_and_where_to_set_it(tmp_path: Path, monkeypat
     message = error_of(path)
     assert message.startswith(f"settings: summarizer.max_lines=0 in {path} is invalid:")
     assert "VOICE_AGENT_SUMMARIZER__MAX_LINES" in message
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "opneai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "opneai")
     message = error_of(path)
-    assert "llm.provider='opneai' in the environment (VOICE_AGENT_LLM__PROVIDER)" in message
+    assert "llm.vendor='opneai' in the environment (VOICE_AGENT_LLM__VENDOR)" in message
     assert "'openai'" in message
     assert "(and 1 more)" in message
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic", "google"])
-def test_hosted_provider_without_key_names_its_variable(monkeypatch: pytest.MonkeyPatch, provider: str) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", provider)
-    variable = API_KEY_ENV[provider]
-    local = ", or llm.base_url for a local server" if provider == "openai" else ""
-    assert error_of() == f"settings: llm.provider={provider} needs {variable} (set it in the environment{local})"
+@pytest.mark.parametrize("vendor", ["openai", "anthropic", "google"])
+def test_hosted_vendor_without_key_names_its_variable(monkeypatch: pytest.MonkeyPatch, vendor: str) -> None:
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", vendor)
+    variable = API_KEY_ENV[vendor]
+    local = ", or llm.base_url for a local server" if vendor == "openai" else ""
+    assert error_of() == f"settings: llm.vendor={vendor} needs {variable} (set it in the environment{local})"
 
 
-def test_api_key_comes_from_the_provider_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "anthropic")
+def test_api_key_comes_from_the_vendor_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     settings = load_settings()
     assert settings.llm.api_key is not None
@@ -128,7 +128,7 @@ def test_api_key_comes_from_the_provider_variable(monkeypatch: pytest.MonkeyPatc
 def test_explicit_api_key_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "from-standard-variable")
     monkeypatch.setenv("VOICE_AGENT_LLM__API_KEY", "explicit")
-    settings = load_settings(write(tmp_path, '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:8000/v1"\n'))
+    settings = load_settings(write(tmp_path, '[llm]\nvendor = "openai"\nbase_url = "http://127.0.0.1:8000/v1"\n'))
     assert settings.llm.api_key is not None
     assert settings.llm.api_key.get_secret_value() == "explicit"
     assert settings.llm.base_url == "http://127.0.0.1:8000/v1"
@@ -136,24 +136,24 @@ def test_explicit_api_key_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_local_server_needs_no_key_a_hosted_one_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    local = load_settings(write(tmp_path, '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:8000/v1"\n'))
+    local = load_settings(write(tmp_path, '[llm]\nvendor = "openai"\nbase_url = "http://127.0.0.1:8000/v1"\n'))
     assert local.llm.api_key is not None and local.llm.api_key.get_secret_value()
     with pytest.raises(SettingsError, match="needs OPENAI_API_KEY"):
-        load_settings(write(tmp_path, '[llm]\nprovider = "openai"\n'))
+        load_settings(write(tmp_path, '[llm]\nvendor = "openai"\n'))
 
 
 def test_base_url_only_for_openai(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "google")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "google")
     monkeypatch.setenv("VOICE_AGENT_LLM__BASE_URL", "http://127.0.0.1:8000/v1")
     monkeypatch.setenv("GOOGLE_API_KEY", "g")
     assert "llm.base_url is only for OpenAI-compatible servers" in error_of()
 
 
-def test_llm_summarizer_needs_a_hosted_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_summarizer_needs_a_hosted_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VOICE_AGENT_SUMMARIZER__KIND", "llm")
     assert error_of() == (
-        "settings: summarizer.kind=llm needs a hosted llm.provider "
-        "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
+        "settings: summarizer.kind=llm needs a hosted llm.vendor "
+        "(set llm.vendor=openai|anthropic|google, or summarizer.kind=extractive)"
     )
 
 

@@ -29,7 +29,7 @@ def agent(turn: int, text: str) -> TranscriptEntry:
 
 def request(entries: list[TranscriptEntry], previous: EpisodeSummary | None = None) -> SummaryRequest:
     return SummaryRequest(previous=previous or EpisodeSummary(), turns=entries, ledger_roles=(), slot_names=(),
-                          regeneration_turn=10)
+                          pass_turn=10)
 
 
 def test_all_five_sections_are_produced_from_ordinary_words() -> None:
@@ -149,7 +149,7 @@ def test_fault_tracked_follows_every_form_apart() -> None:
 
 async def test_every_pass_is_scrubbed_and_the_substitutions_are_counted_per_entry() -> None:
     from voice_agent.core.call_state import CallState
-    from voice_agent.core.compaction import Compactor
+    from voice_agent.core.passes import PassScheduler
     from voice_agent.core.policy import ContextPolicy
 
     class WritesIds:
@@ -159,10 +159,10 @@ async def test_every_pass_is_scrubbed_and_the_substitutions_are_counted_per_entr
     state = CallState(policy=ContextPolicy(keep=1, every=2))
     state.ledger.record_from_tool("order", "ORD-7K4M2P", 1, "lookup_order", "order_id")
     state.ledger.record_from_tool("order", "ORD-7K4M2R", 1, "lookup_order", "order_id")
-    compactor, passes = Compactor(WritesIds()), []
+    pass_scheduler, passes = PassScheduler(WritesIds()), []
     for text in ("one", "two", "three", "four"):
         state.start_turn(text)
-        passes.append(await compactor.on_turn_start(state))
+        passes.append(await pass_scheduler.on_turn_start(state))
     summary_pass = next(p for p in passes if p is not None)
     assert state.summary.established == ["orders [the order] and [the order], and [the order] again"]
     assert dict(summary_pass.event.scrubbed) == {"ledger:order": 2, "ledger:order#2": 1}

@@ -67,10 +67,10 @@ async def test_one_span_per_turn_with_lanes_tokens_verdicts_and_drops(spans: InM
     assert last["tokens.known_facts"] > 0 and last["tokens.total"] >= last["tokens.known_facts"]
     assert "id:account_id:ok" in list(last["guard.verdicts"]) and last["guard.rejections"] == 0
     assert last["lanes.summary.chars"] > 0
-    # The drop log rides on the span of the turn whose start regenerated the summary.
+    # The drop log rides on the span of the turn whose start ran the pass.
     drops = [s for s in finished if "summary.facts_in" in s]
-    assert [d["summary.regeneration_turn"] for d in drops] == [p.turn for p in session.summary_passes]
-    assert drops and all(d["turn.number"] == d["summary.regeneration_turn"] for d in drops)
+    assert [d["summary.pass_turn"] for d in drops] == [p.turn for p in session.summary_passes]
+    assert drops and all(d["turn.number"] == d["summary.pass_turn"] for d in drops)
     assert all("summary.facts_out" in d and "summary.facts_dropped" in d for d in drops)
     # It follows ledger and slot keys by name. The summary names the ledger role instead of the
     # value (role scrub), so the account goes in and is accounted as dropped from the summary text.

@@ -36,7 +36,7 @@ VALUE = "ACC-4729-18"
 """A caller value: it must never reach a sink or exporter unless PII is allowed."""
 
 DROP = {
-    "summary.regeneration_turn": 4,
+    "summary.pass_turn": 4,
     "summary.facts_in": ["account_id", "callback_date"],
     "summary.facts_out": ["account_id"],
     "summary.facts_dropped": ["callback_date"],
@@ -68,7 +68,7 @@ def test_emit_span_exports_drop_log_keys_and_redacts_caller_text() -> None:
     (span,) = exporter.get_finished_spans()
     attrs = dict(span.attributes or {})
     assert span.name == "voice_agent.turn"
-    assert attrs["summary.regeneration_turn"] == 4
+    assert attrs["summary.pass_turn"] == 4
     assert list(attrs["summary.facts_in"]) == ["account_id", "callback_date"]  # type: ignore[arg-type]
     assert list(attrs["summary.facts_out"]) == ["account_id"]  # type: ignore[arg-type]
     assert list(attrs["summary.facts_dropped"]) == ["callback_date"]  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @app.command()
 def policy(
     keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
-    every: Annotated[int, typer.Option("--every", help="S: regenerate the summary every S turns.")] = 5,
+    every: Annotated[int, typer.Option("--every", help="S: a summary pass every S turns.")] = 5,
     stated: Annotated[int, typer.Option("--stated", help="Turn the fact was stated on.")] = 4,
     needed: Annotated[int, typer.Option("--needed", help="Turn the fact is needed on.")] = 31,
     retention: Annotated[float, typer.Option("--retention", help="R: per-pass retention of the summarizer.")] = 0.9,
@@ -52,7 +52,7 @@ def policy(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     trigger: Annotated[
         str, typer.Option("--trigger", help="cadence (the calculator), or reference / threshold: explain a run of "
-                          "--scenario (which turns were compacted when, and why).")
+                          "--scenario (which turns were folded when, and why).")
     ] = "cadence",
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="With --trigger reference or threshold: the scenario to play.")
@@ -216,7 +216,7 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
     keep: Annotated[int | None, typer.Option("--keep", help="K: recent turns kept raw (default: settings).")] = None,
     every: Annotated[
-        int | None, typer.Option("--every", help="S: summary regeneration cadence (default: settings).")
+        int | None, typer.Option("--every", help="S: summary pass cadence (default: settings).")
     ] = None,
     trigger: Annotated[
         str | None, typer.Option("--trigger", help="When passes run: cadence, threshold (pipecat's rule) or "
@@ -291,8 +291,8 @@ def simulate(
         fail(str(exc))
     llm_factory = None
     scripted = llm == "scripted"
-    if not scripted and (llm != "reference" or settings.llm.provider != "reference"):
-        llm_factory = _hosted_llm_factory(llm if llm != "reference" else settings.llm.provider)
+    if not scripted and (llm != "reference" or settings.llm.vendor != "reference"):
+        llm_factory = _hosted_llm_factory(llm if llm != "reference" else settings.llm.vendor)
         if settings.llm.base_url and (problem := unreachable(settings.llm.base_url)):
             fail(f"llm.base_url {settings.llm.base_url}: {problem} (start the local server first)")
     try:
@@ -331,7 +331,7 @@ def simulate(
     telemetry.shutdown()
     print_comparison(report)
     if trace_path:
-        from voice_agent.harness.evaluation.compaction_safety import record_trace
+        from voice_agent.harness.evaluation.pass_safety import record_trace
 
         trace = record_trace(plan.scenario, policy=plan.policies[0], retention=retention, seed=seed,
                              keep=settings.policy.keep, every=settings.policy.every)
@@ -368,16 +368,16 @@ def _simulate_audio(
         Path(json_path).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 
 
-def _hosted_llm_factory(provider: str) -> Any:
-    """A picklable factory for ``provider``'s real pipecat service, validated now (one-line errors)."""
+def _hosted_llm_factory(vendor: str) -> Any:
+    """A picklable factory for ``vendor``'s real pipecat service, validated now (one-line errors)."""
     import functools
 
     from voice_agent.domains.billing import billing_domain
     from voice_agent.services.factory import make_llm
-    from voice_agent.settings import SettingsError, load_settings, with_provider
+    from voice_agent.settings import SettingsError, load_settings, with_vendor
 
     try:
-        settings = with_provider(load_settings(), provider)
+        settings = with_vendor(load_settings(), vendor)
         make_llm(settings, billing_domain())  # fail now, in one line, not inside a worker process
     except SettingsError as exc:
         fail(str(exc))

@@ -1,7 +1,7 @@
 """Typed start-up settings: one TOML file plus ``VOICE_AGENT_*`` environment variables.
 
 Precedence, highest first: environment variables (prefix ``VOICE_AGENT_``, nested
-delimiter ``__``, e.g. ``VOICE_AGENT_LLM__PROVIDER=openai``), then the TOML file
+delimiter ``__``, e.g. ``VOICE_AGENT_LLM__VENDOR=openai``), then the TOML file
 (the path in ``VOICE_AGENT_SETTINGS``, else ``config/settings.toml`` in the working directory,
 else the one shipped with the package), then the
 defaults below. :func:`load_settings` validates everything and turns every problem
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import inspect
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -40,6 +42,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -55,16 +58,16 @@ SETTINGS_PATH_ENV = "VOICE_AGENT_SETTINGS"
 ENV_PREFIX = "VOICE_AGENT_"
 ENV_NESTED_DELIMITER = "__"
 
-Provider = Literal["reference", "openai", "anthropic", "google"]
+Vendor = Literal["reference", "openai", "anthropic", "google"]
 LaneRole = Literal["developer", "system", "user"]
-"""The role the lane messages (known facts, summary, knowledge, constraints) reach the provider with."""
+"""The role the lane messages (known facts, summary, knowledge, constraints) reach the vendor with."""
 
 API_KEY_ENV: Mapping[str, str] = {
     "openai": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "google": "GOOGLE_API_KEY",
 }
-"""Provider -> the environment variable its own SDK reads the key from."""
+"""Vendor -> the environment variable its own SDK reads the key from."""
 
 
 class SettingsError(Exception):
@@ -76,16 +79,51 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+RENAMED_LLM_KEYS: Mapping[str, str] = {"provider": "vendor"}  # legacy-name: the old key, still read
+"""Old key -> new key in the ``llm`` section. An old name is still read, with a warning naming the new one."""
+
+
+def renamed_llm_keys(section: Any) -> Any:
+    """``section`` (the ``llm`` section's keys) with each old key name read as its new one, warning once per use.
+
+    Raises:
+        ValueError: An old key and its new name are both given (which one is meant is unclear).
+    """
+    if not isinstance(section, Mapping) or not any(old in section for old in RENAMED_LLM_KEYS):
+        return section
+    renamed = dict(section)
+    for old, new in RENAMED_LLM_KEYS.items():
+        if old not in renamed:
+            continue
+        if new in renamed:
+            raise ValueError(f"llm.{old} is the old name of llm.{new}: set only llm.{new}")
+        warnings.warn(f"settings: llm.{old} is deprecated, set llm.{new} instead ({_env_name(['llm', new])} in the "
+                      "environment)", FutureWarning, stacklevel=_outside_settings())
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
+def _outside_settings() -> int:
+    """The ``stacklevel`` of the first caller outside this module and pydantic (the warning names its line)."""
+    level, frame = 1, inspect.currentframe()
+    while frame is not None and frame.f_back is not None:
+        frame, level = frame.f_back, level + 1
+        module = str(frame.f_globals.get("__name__", ""))
+        if module != __name__ and not module.startswith("pydantic"):
+            break
+    return level - 1
+
+
 class LLMConfig(_Section):
     """The conversation LLM and our own limits on every inference (the LLM recovery and watchdog take this section).
 
     Attributes:
-        provider: ``reference`` (offline, deterministic), ``openai``, ``anthropic`` or ``google``.
-        model: Model name; None keeps pipecat's default for the provider.
+        vendor: ``reference`` (offline, deterministic), ``openai``, ``anthropic`` or ``google``.
+        model: Model name; None keeps pipecat's default for the vendor.
         base_url: OpenAI-compatible endpoint (a local server); only for ``openai``.
-        api_key: The key; when unset, read from the provider's standard variable.
+        api_key: The key; when unset, read from the vendor's standard variable.
         first_token_timeout_secs: Our own limit on the wait for an inference's first output (text or
-            a tool call); past it the inference is cancelled and retried. The provider SDK's own
+            a tool call); past it the inference is cancelled and retried. The vendor SDK's own
             retries are turned off (OpenAI's would wait up to 600 s, 3 tries), so these limits apply.
         total_timeout_secs: Our own limit on one inference, from its start to the end of its answer.
         retries: Further attempts with the same context after a failed one (timeout or error).
@@ -102,7 +140,7 @@ class LLMConfig(_Section):
             pipecat would take a leading one for Anthropic's or Google's system instruction and drop it.
     """
 
-    provider: Provider = "reference"
+    vendor: Vendor = "reference"
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -114,6 +152,11 @@ class LLMConfig(_Section):
     max_repeated_refusals: int = Field(default=2, ge=1)
     lane_role: LaneRole | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_key_names(cls, data: Any) -> Any:
+        return renamed_llm_keys(data)
+
     @field_validator("total_timeout_secs")
     @classmethod
     def _not_below_first_token(cls, value: float, info: ValidationInfo) -> float:
@@ -124,8 +167,8 @@ class LLMConfig(_Section):
 
     @model_validator(mode="after")
     def _system_lanes_only_for_openai(self) -> LLMConfig:
-        if self.lane_role == "system" and self.provider in ("anthropic", "google"):
-            raise ValueError(f"lane_role=system is for OpenAI-compatible servers: llm.provider={self.provider} "
+        if self.lane_role == "system" and self.vendor in ("anthropic", "google"):
+            raise ValueError(f"lane_role=system is for OpenAI-compatible servers: llm.vendor={self.vendor} "
                              "would take a leading system lane for the system instruction (use developer or user)")
         return self
 
@@ -173,7 +216,7 @@ class PolicyConfig(_Section):
         name: ``lanes``, ``rolling``, ``window``, or ``pipecat`` (pipecat's own summarizer over the pipeline's
             context, set in ``pipecat_summarizer``; a baseline).
         keep: K, recent turns kept raw.
-        every: S, summary regeneration cadence in turns.
+        every: S, summary pass cadence in turns.
         trigger: When passes run: ``cadence`` (every S turns), ``threshold`` (pipecat's built-in rule) or
             ``reference`` (when older turns are no longer referred to; ``voice-agent eval triggers``).
         floor: ``reference``: the last turns always kept raw.
@@ -208,7 +251,7 @@ class PipecatSummarizerConfig(_Section):
     conversation LLM); the extractive summarizer is not a model, so it cannot serve here.
 
     Attributes:
-        summarize: Run pipecat's auto summarization; off: the full history, never compacted.
+        summarize: Run pipecat's auto summarization; off: the full history, never summarized.
         max_context_tokens: Summarize when pipecat's token estimate reaches this (0: off).
         max_unsummarized_messages: Summarize when this many messages arrived since the last summary (0: off).
         min_messages_after_summary: The last messages kept verbatim after a summary.
@@ -294,7 +337,7 @@ class CallerSpansConfig(_Section):
     Attributes:
         extractor: ``llm`` (the conversation LLM, JSON by schema, one small request per caller turn, off the
             turn), ``local`` (the packaged local model, from the ``local-summarizer`` extra) or ``off``. Unset:
-            ``llm`` when ``llm.provider`` is a hosted model, ``off`` with the offline reference agent (which
+            ``llm`` when ``llm.vendor`` is a hosted model, ``off`` with the offline reference agent (which
             cannot read; the offline call stays deterministic).
         timeout_secs: Longest one reading may take; past it the reading changes nothing (a counted log line).
         max_tokens: Output token budget of one reading.
@@ -382,6 +425,26 @@ class TransferConfig(_Section):
 _toml_path: ContextVar[Path | None] = ContextVar("voice_agent_settings_toml", default=None)
 
 
+class _RenamedKeys(PydanticBaseSettingsSource):
+    """A settings source whose ``llm`` keys are read under their new names (:data:`RENAMED_LLM_KEYS`)."""
+
+    def __init__(self, inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(inner.settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        data = self.inner()
+        if not isinstance(data.get("llm"), Mapping):
+            return data
+        try:
+            return {**data, "llm": renamed_llm_keys(data["llm"])}
+        except ValueError as exc:
+            raise SettingsError(f"settings: {exc}") from None
+
+
 class Settings(BaseSettings):
     """All start-up settings. Build them with :func:`load_settings`."""
 
@@ -418,7 +481,9 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        return tuple(sources)
+        # Old key names are read per source, before the sources merge, so the environment's old name still
+        # outranks the file's new one.
+        return tuple(_RenamedKeys(source) for source in sources)
 
 
 def _settings_path(path: str | Path | None) -> tuple[Path, bool]:
@@ -494,49 +559,49 @@ LOCAL_SERVER_KEY = "no-key-needed"
 
 
 def _with_api_key(settings: Settings) -> Settings:
-    """Fills ``llm.api_key`` from the provider's standard variable, or fails naming it."""
+    """Fills ``llm.api_key`` from the vendor's standard variable, or fails naming it."""
     llm = settings.llm
-    if llm.provider == "reference":
+    if llm.vendor == "reference":
         return settings
-    if llm.base_url and llm.provider != "openai":
+    if llm.base_url and llm.vendor != "openai":
         raise SettingsError(
-            f"settings: llm.base_url is only for OpenAI-compatible servers, not llm.provider={llm.provider} "
-            "(unset llm.base_url or set llm.provider=openai)"
+            f"settings: llm.base_url is only for OpenAI-compatible servers, not llm.vendor={llm.vendor} "
+            "(unset llm.base_url or set llm.vendor=openai)"
         )
     if llm.api_key is not None and llm.api_key.get_secret_value():
         return settings
-    env = API_KEY_ENV[llm.provider]
+    env = API_KEY_ENV[llm.vendor]
     key = os.environ.get(env, "")
     if not key and llm.base_url:
         key = LOCAL_SERVER_KEY  # a local OpenAI-compatible server takes any key; the SDK insists on one
     if not key:
-        local = ", or llm.base_url for a local server" if llm.provider == "openai" else ""
-        raise SettingsError(f"settings: llm.provider={llm.provider} needs {env} (set it in the environment{local})")
+        local = ", or llm.base_url for a local server" if llm.vendor == "openai" else ""
+        raise SettingsError(f"settings: llm.vendor={llm.vendor} needs {env} (set it in the environment{local})")
     return settings.model_copy(update={"llm": llm.model_copy(update={"api_key": SecretStr(key)})})
 
 
-_PROVIDER_KEYS = {"provider", "model", "base_url", "api_key", "lane_role"}
-"""The keys of the ``llm`` section that name the provider and its dialect; the others are our limits."""
+_VENDOR_KEYS = {"vendor", "model", "base_url", "api_key", "lane_role"}
+"""The keys of the ``llm`` section that name the vendor and its dialect; the others are our limits."""
 
 
-def with_provider(settings: Settings, provider: str) -> Settings:
-    """``settings`` with the conversation LLM switched to ``provider`` (its key read as at start-up).
+def with_vendor(settings: Settings, vendor: str) -> Settings:
+    """``settings`` with the conversation LLM switched to ``vendor`` (its key read as at start-up).
 
-    Keeps model, base URL and key when ``provider`` is already the configured one; keeps every limit of
-    the section (timeouts, retries, transfer threshold, tool caps) whatever the provider. The lane role
-    follows the new provider's service (it is the provider's dialect).
+    Keeps model, base URL and key when ``vendor`` is already the configured one; keeps every limit of
+    the section (timeouts, retries, transfer threshold, tool caps) whatever the vendor. The lane role
+    follows the new vendor's service (it is the vendor's dialect).
 
     Raises:
-        SettingsError: The provider is unknown or its key is missing (one line, naming what to set).
+        SettingsError: The vendor is unknown or its key is missing (one line, naming what to set).
     """
-    if provider == settings.llm.provider:
+    if vendor == settings.llm.vendor:
         return settings
-    kept = settings.llm.model_dump(exclude=_PROVIDER_KEYS)
+    kept = settings.llm.model_dump(exclude=_VENDOR_KEYS)
     try:
-        llm = LLMConfig.model_validate({"provider": provider, **kept})
+        llm = LLMConfig.model_validate({"vendor": vendor, **kept})
     except ValidationError:
         raise SettingsError(
-            f"settings: unknown llm provider {provider!r} (use reference, openai, anthropic or google)"
+            f"settings: unknown llm vendor {vendor!r} (use reference, openai, anthropic or google)"
         ) from None
     return _with_api_key(settings.model_copy(update={"llm": llm}))
 
@@ -554,6 +619,11 @@ def with_overrides(settings: Settings, **sections: Mapping[str, Any]) -> Setting
     for section, values in sections.items():
         if section not in data:
             raise SettingsError(f"settings: unknown section {section!r}")
+        if section == "llm":
+            try:
+                values = renamed_llm_keys(values)
+            except ValueError as exc:
+                raise SettingsError(f"settings: {exc}") from None
         data[section].update({k: v for k, v in values.items() if v is not None})
     if settings.llm.api_key is not None:
         data["llm"]["api_key"] = settings.llm.api_key
@@ -621,7 +691,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
             (a missing default file means built-in defaults; a missing named file is an error).
 
     Returns:
-        The validated settings, with ``llm.api_key`` resolved for hosted providers.
+        The validated settings, with ``llm.api_key`` resolved for hosted vendors.
 
     Raises:
         SettingsError: With a one-line message saying what to set.
@@ -647,10 +717,10 @@ def load_settings(path: str | Path | None = None) -> Settings:
         raise SettingsError(_describe(exc, toml, toml_path)) from None
     finally:
         _toml_path.reset(token)
-    if settings.summarizer.kind == "llm" and settings.llm.provider == "reference":
-        # The reference brain cannot write summaries; fail now rather than at the first regeneration.
+    if settings.summarizer.kind == "llm" and settings.llm.vendor == "reference":
+        # The reference brain cannot write summaries; fail now rather than at the first pass.
         raise SettingsError(
-            "settings: summarizer.kind=llm needs a hosted llm.provider "
-            "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
+            "settings: summarizer.kind=llm needs a hosted llm.vendor "
+            "(set llm.vendor=openai|anthropic|google, or summarizer.kind=extractive)"
         )
     return _with_api_key(settings)

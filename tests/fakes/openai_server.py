@@ -136,7 +136,7 @@ def openai_settings(base_url: str) -> Settings:
     """Settings for the real OpenAI service pointed at ``base_url`` (through the real loader)."""
     mp = pytest.MonkeyPatch()
     try:
-        mp.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+        mp.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
         mp.setenv("VOICE_AGENT_LLM__MODEL", "fake-model")
         mp.setenv("VOICE_AGENT_LLM__BASE_URL", base_url)
         mp.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")

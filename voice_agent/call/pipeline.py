@@ -38,7 +38,7 @@ from voice_agent.call.session import CallSession
 from voice_agent.call.telemetry import emit_turn_span
 from voice_agent.core.caller_history import CallerHistoryReader
 from voice_agent.policies.pipecat_builtin import SUMMARY_TEMPLATE, PipecatBuiltinPolicy, pipecat_threshold
-from voice_agent.services.provider_hooks import message_dialect
+from voice_agent.services.vendor_hooks import message_dialect
 
 AUDIO_TURN_STOP_TIMEOUT = 10.0
 """Seconds the user aggregator waits for a transcript after speech stops, with an offline STT."""
@@ -158,8 +158,8 @@ def call_processors(session: CallSession, llm: LLMService[Any], restored: Sequen
 
     The LLM sits between the two sides of its watchdog (:mod:`processors.llm_watchdog`), which applies
     ``session.settings.llm`` (the ``llm`` settings' timeouts and retries) to every inference and
-    answers the caller itself when the LLM fails. The context stages hand ``llm`` the messages in its provider's
-    dialect (:func:`~voice_agent.services.provider_hooks.message_dialect`: the lane role, the prompt cache).
+    answers the caller itself when the LLM fails. The context stages hand ``llm`` the messages in its vendor's
+    dialect (:func:`~voice_agent.services.vendor_hooks.message_dialect`: the lane role, the prompt cache).
     """
     caller_messages, history = CallerMessages(), CallerHistoryReader()
     caller_messages.new(list(restored))

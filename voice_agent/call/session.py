@@ -17,13 +17,13 @@ from loguru import logger
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, Message
 from voice_agent.core.call_state import CallState
 from voice_agent.core.caller_spans import CallerSpanExtraction, CallerSpanExtractor
-from voice_agent.core.compaction import BackgroundPasses
 from voice_agent.core.dates.reading import DateReader, DateReading
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.effects import EffectLog, MemoryEffectLog, effect_key, running, unknown_outcome
 from voice_agent.core.guards.date_guard import DateGuard
 from voice_agent.core.guards.output_guard import OutputContext, OutputGuard, OutputVerdict
 from voice_agent.core.llm_recovery import FailureKind, LLMFailure, RecoveryAction, tool_loop
+from voice_agent.core.passes import BackgroundPasses
 from voice_agent.core.policy import ContextPolicy, Trigger
 from voice_agent.core.read_ahead import ReadAhead
 from voice_agent.core.spoken_ids import IdShape, find_identifiers, id_shapes
@@ -200,7 +200,7 @@ class CallSession:
         return self.state.turn
 
     async def begin_turn(self, caller_text: str) -> int:
-        """The caller's final words open a turn; the summary is regenerated first when due."""
+        """The caller's final words open a turn; a summary pass runs first when due."""
         text = caller_text.strip()
         if len(text) > MAX_UTTERANCE_CHARS:
             logger.warning("call {}: caller utterance cut from {} to {} chars", self.call_id, len(text),
@@ -220,10 +220,10 @@ class CallSession:
             self.retrieval_by_turn[turn] = self.pending_retrieval
         self.pending_retrieval = {}
         if self.summary_in_background:
-            regeneration = self.policy.schedule(self.state)
-            if regeneration is not None:
+            scheduled = self.policy.schedule(self.state)
+            if scheduled is not None:
                 policy, state = self.policy, self.state
-                self.background_passes.start(regeneration, lambda r: policy.run(state, r))
+                self.background_passes.start(scheduled, lambda r: policy.run(state, r))
             return turn
         summary_pass = await self.policy.on_turn_start(self.state)
         if summary_pass is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from voice_agent.core import summary_budget
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction_trigger import ShownSizes
+from voice_agent.core.pass_trigger import ShownSizes
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.summary_budget import LineStanding, SummaryStanding
 from voice_agent.core.tokens import estimate_message_tokens
@@ -23,7 +23,7 @@ MODEL_NOTES_HEADER = "NOTED BY THE AGENT (the model's own words, not verified; c
 LANE_HEADERS = ("KNOWN FACTS", "NOTED BY THE AGENT", "SUMMARY of earlier turns", "KNOWLEDGE (", "HARD CONSTRAINTS")
 """How every lane message the assembler writes begins, whatever role it is sent with (``llm.lane_role``)."""
 LANE_ROLE = "developer"
-"""Role of the lane messages after the system prompt. Providers without a developer role get
+"""Role of the lane messages after the system prompt. LLM vendors without a developer role get
 them as user messages (pipecat converts); a system message anywhere but first is deprecated."""
 LANE_ORDER = ("system", "constraints", "known_facts", "summary", "retrieved", "recent")
 
@@ -73,7 +73,7 @@ class AssembledContext:
         lane_tokens: Estimated tokens per lane.
         summary_lines_dropped: Summary lines left out to respect the budget.
         stable_count: How many leading messages form the stable prefix: they stay the same on the next request
-            unless a summary pass runs (a provider's prompt cache can serve them); the rest is the volatile tail.
+            unless a summary pass runs (the LLM vendor's prompt cache can serve them); the rest is the volatile tail.
         fixed_count: How many leading messages of the stable prefix stay the same on every request of the call,
             passes included (the system prompt, the hard constraints): a cache breakpoint there survives a pass.
     """
@@ -264,7 +264,7 @@ class ContextAssembler:
     each turn's knowledge right after the caller words it answered (kept once the turn is over only if the
     reply used it, and only until the next pass); then the tail: KNOWN FACTS new or changed since the pass, and
     one line that recalls the hard constraints. Between two passes a request only appends to the one before it,
-    so a provider's prompt cache serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN
+    so the LLM vendor's prompt cache serves everything but the tail; a pass rebuilds the prefix once, from the KNOWN
     FACTS on.
     Every fact is on every request verbatim, in the prefix or in the tail.
 

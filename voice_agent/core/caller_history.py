@@ -32,7 +32,7 @@ TURN_ROLES = frozenset({"user", "assistant", "tool"})
 def is_passthrough(message: Any) -> bool:
     """Whether ``message`` of the pipeline's history goes to the model as it is (the lanes do not hold it).
 
-    Every message but a turn's: ``system`` and ``developer`` messages, and a provider-specific message (not a
+    Every message but a turn's: ``system`` and ``developer`` messages, and a vendor-specific message (not a
     plain dict) that pipecat carries for its adapter.
     """
     return not isinstance(message, dict) or message.get("role") not in TURN_ROLES

@@ -227,7 +227,7 @@ class CallerSpanExtractor:
         except TimeoutError:
             return SpanReading(ReadingStatus.TIMEOUT, first, last, seconds=time.monotonic() - started,
                                error=f"no reply within {self.timeout_secs:g} s")
-        except Exception as exc:  # a provider error must not touch the call: the slots stay as they are
+        except Exception as exc:  # an LLM vendor error must not touch the call: the slots stay as they are
             return SpanReading(ReadingStatus.FAILED, first, last, seconds=time.monotonic() - started,
                                error=f"{type(exc).__name__}: {exc}")
         try:

@@ -1,4 +1,4 @@
-"""The drop log: which tracked facts each summary regeneration kept and lost."""
+"""The drop log: which tracked facts each summary pass kept and lost."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class DropEvent:
-    """One regeneration's fact accounting, ready to attach to a tracing span.
+    """One pass's fact accounting, ready to attach to a tracing span.
 
     Attributes:
-        turn: The turn at whose start the regeneration ran.
+        turn: The turn at whose start the pass ran.
         keys_in: Tracked fact keys present in what the summarizer received.
         keys_out: Tracked fact keys present in what it returned.
     """
@@ -30,7 +30,7 @@ class DropEvent:
     def span_attributes(self) -> dict[str, object]:
         """Attributes for an OpenTelemetry span (keys are fact names, never values)."""
         return {
-            "summary.regeneration_turn": self.turn,
+            "summary.pass_turn": self.turn,
             "summary.facts_in": sorted(self.keys_in),
             "summary.facts_out": sorted(self.keys_out),
             "summary.facts_dropped": sorted(self.dropped),
@@ -40,7 +40,7 @@ class DropEvent:
 
 @dataclass(frozen=True)
 class SummaryPass:
-    """One summary regeneration as it happened: what went in, what came out, and its drop event.
+    """One summary pass as it happened: what went in, what came out, and its drop event.
 
     Attributes:
         turn: The turn at whose start it ran.
@@ -77,7 +77,7 @@ class DropLog:
         self, turn: int, keys_in: frozenset[str], keys_out: frozenset[str],
         scrubbed: Mapping[str, int] | None = None,
     ) -> DropEvent:
-        """Appends one regeneration's accounting and returns it."""
+        """Appends one pass's accounting and returns it."""
         event = DropEvent(turn=turn, keys_in=keys_in, keys_out=keys_out,
                           scrubbed=tuple(sorted((scrubbed or {}).items())))
         self.events.append(event)

@@ -43,9 +43,9 @@ class FailureKind(StrEnum):
     """The service reported an error."""
     EMPTY = "empty"
     """The answer ended with no text and no tool call (an empty answer, or a tool call whose arguments were
-    not JSON, which the provider's service drops)."""
+    not JSON, which the vendor's pipecat service drops)."""
     CUT_STREAM = "cut_stream"
-    """The answer's stream ended before the provider said it was finished: the fragment is not an answer."""
+    """The answer's stream ended before the LLM vendor said it was finished: the fragment is not an answer."""
     TOOL_LOOP = "tool_loop"
     """The model kept calling tools in one turn (past the cap, or the same refused call again): stopped."""
 

@@ -1,4 +1,4 @@
-"""The context policy: which turns stay raw, when the summary is regenerated.
+"""The context policy: which turns stay raw, when a summary pass runs.
 
 One implementation (:class:`PolicyTracker`) drives both the live trigger in a call
 and the calculator (:func:`rewrite_schedule`), so what the calculator predicts is
@@ -19,11 +19,11 @@ class PolicyError(ValueError):
 
 
 class Trigger(StrEnum):
-    """What decides when the summary is regenerated.
+    """What decides when a summary pass runs.
 
     ``cadence``: every S turns (the calculator's model). ``threshold``: pipecat's built-in rule (20 unsummarized
     messages or 8000 tokens, keep the last 4 messages). ``reference``: when enough older turns are no longer
-    referred to by the recent ones (:mod:`voice_agent.core.compaction_trigger`).
+    referred to by the recent ones (:mod:`voice_agent.core.pass_trigger`).
     """
 
     CADENCE = "cadence"
@@ -33,7 +33,7 @@ class Trigger(StrEnum):
 
 @dataclass(frozen=True)
 class ContextPolicy:
-    """Keep ``keep`` turns raw; regenerate the summary every ``every`` turns.
+    """Keep ``keep`` turns raw; run a summary pass every ``every`` turns.
 
     Turns are numbered from 1. At the start of turn m the raw window holds turns
     m-keep .. m-1. When m is a multiple of ``every`` (or, with a token threshold,
@@ -41,12 +41,12 @@ class ContextPolicy:
     and receives the previous summary plus every not yet summarized turn u <= m-keep-1.
 
     With ``trigger`` other than ``cadence`` the schedule is decided by
-    :mod:`voice_agent.core.compaction_trigger` instead; K then bounds how far back "the recent turns" reach
-    (``reference``), and ``floor`` turns are never compacted.
+    :mod:`voice_agent.core.pass_trigger` instead; K then bounds how far back "the recent turns" reach
+    (``reference``), and ``floor`` turns are never summarized.
 
     Args:
-        keep: K, the number of recent turns that are never compacted (>= 1).
-        every: S, the regeneration cadence in turns (>= 1).
+        keep: K, the number of recent turns that are never summarized (>= 1).
+        every: S, the pass cadence in turns (>= 1).
         max_context_tokens: Optional token-threshold trigger (>= 1), in addition to the cadence.
         trigger: ``cadence``, ``threshold`` or ``reference``.
         floor: ``reference``: the last turns always kept raw, referred to or not (>= 1).
@@ -100,11 +100,11 @@ class ContextPolicy:
         return max(1, turn - self.keep)
 
     def summarizable_through(self, turn: int) -> int:
-        """Highest turn a regeneration at the start of ``turn`` may receive (m-K-1)."""
+        """Highest turn a pass at the start of ``turn`` may receive (m-K-1)."""
         return turn - self.keep - 1
 
     def triggers(self, turn: int, context_tokens: int | None = None) -> bool:
-        """Whether a regeneration is due at the start of ``turn``."""
+        """Whether a pass is due at the start of ``turn``."""
         if turn % self.every == 0:
             return True
         return (
@@ -115,7 +115,7 @@ class ContextPolicy:
 
 
 @dataclass(frozen=True)
-class Regeneration:
+class ScheduledPass:
     """One summary pass: it runs at the start of ``turn`` and receives turns ``first..last``.
 
     A ``reference`` pass may skip turns in that range that are still referred to: then ``turns`` lists
@@ -151,7 +151,7 @@ class PolicyTracker:
     summarized_through: int = 0
     held: tuple[int, ...] = ()
 
-    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> Regeneration | None:
+    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> ScheduledPass | None:
         """Returns the pass to run at the start of ``turn``, or None.
 
         A pass runs only when triggered and there is at least one turn that left the
@@ -162,9 +162,9 @@ class PolicyTracker:
         last = self.policy.summarizable_through(turn)
         if last <= self.summarized_through:
             return None
-        regeneration = Regeneration(turn=turn, first=self.summarized_through + 1, last=last)
+        scheduled = ScheduledPass(turn=turn, first=self.summarized_through + 1, last=last)
         self.summarized_through = last
-        return regeneration
+        return scheduled
 
     def raw_from(self, turn: int) -> int:
         """First turn kept verbatim during ``turn``: everything not yet summarized.
@@ -174,11 +174,11 @@ class PolicyTracker:
         """
         return min(self.summarized_through + 1, self.policy.window_start(turn))
 
-    def advance(self, regeneration: Regeneration, through: int, held: tuple[int, ...] = ()) -> None:
+    def advance(self, scheduled: ScheduledPass, through: int, held: tuple[int, ...] = ()) -> None:
         """Records a pass a trigger other than the cadence scheduled.
 
         Args:
-            regeneration: The pass (already scheduled; it receives its turns).
+            scheduled: The pass (it receives its turns).
             through: Every turn up to here is now summarized or held.
             held: The turns up to ``through`` kept raw.
         """
@@ -189,7 +189,7 @@ class PolicyTracker:
 
 
 @functools.lru_cache(maxsize=4096)
-def regenerations(policy: ContextPolicy, through: int) -> tuple[Regeneration, ...]:
+def cadence_passes(policy: ContextPolicy, through: int) -> tuple[ScheduledPass, ...]:
     """Every pass a cadence-driven call runs at the start of turns 1..``through``.
 
     Steps the same :class:`PolicyTracker` a live call uses (no token trigger here).
@@ -200,7 +200,7 @@ def regenerations(policy: ContextPolicy, through: int) -> tuple[Regeneration, ..
 
 
 def rewrite_schedule(policy: ContextPolicy, stated: int, needed: int) -> list[int]:
-    """Turns whose regeneration rewrites a fact stated on ``stated`` before it is needed.
+    """Turns whose pass rewrites a fact stated on ``stated`` before it is needed.
 
     A pass rewrites the fact when it receives it (the fact's turn just left the window)
     or carries it (an earlier pass already folded it in): exactly the passes whose
@@ -215,7 +215,7 @@ def rewrite_schedule(policy: ContextPolicy, stated: int, needed: int) -> list[in
 
 @functools.lru_cache(maxsize=4096)
 def _pass_index(policy: ContextPolicy, through: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    passes = regenerations(policy, through)
+    passes = cadence_passes(policy, through)
     return tuple(p.last for p in passes), tuple(p.turn for p in passes)
 
 

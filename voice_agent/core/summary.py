@@ -86,14 +86,14 @@ Keep what was ruled out and why: that is what summaries usually lose.
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """Everything one regeneration pass receives.
+    """Everything one summary pass receives.
 
     Attributes:
         previous: The summary so far.
         turns: Transcript entries of the turns that just left the window.
         ledger_roles: Roles the summary may refer to.
         slot_names: Slot facts the summarizer does not own.
-        regeneration_turn: The turn at whose start this pass runs.
+        pass_turn: The turn at whose start this pass runs.
         identifiers: Ledger value -> role, so a summarizer can write the role where the turns
             say the value (the summary must never carry identifier values).
     """
@@ -102,7 +102,7 @@ class SummaryRequest:
     turns: Sequence[TranscriptEntry]
     ledger_roles: Sequence[str]
     slot_names: Sequence[str]
-    regeneration_turn: int
+    pass_turn: int
     identifiers: Mapping[str, str] = field(default_factory=dict)
 
     def instructions(self) -> str:
@@ -113,7 +113,7 @@ class SummaryRequest:
 
 
 class Summarizer(Protocol):
-    """Regenerates the summary from the previous summary plus what just left the window."""
+    """Writes the next summary from the previous summary plus what just left the window."""
 
     async def summarize(self, request: SummaryRequest) -> EpisodeSummary:
         """Returns the new summary for ``request``."""

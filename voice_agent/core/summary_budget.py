@@ -9,8 +9,8 @@ budget leaves out is decided by two things, never by when a line was first said:
   words KNOWN FACTS already quotes (redundant), the caller's questions (small talk the agent answered),
   what the agent did (decided), and last the agent's promises (commitments);
 * its **last use**: the latest completed turn that still refers to the line's turn (an identifier or
-  a rare topic word said in both, as the ``reference`` compaction trigger reads references,
-  :mod:`voice_agent.core.compaction_trigger`). A line nothing refers to goes before a line something
+  a rare topic word said in both, as the ``reference`` pass trigger reads references,
+  :mod:`voice_agent.core.pass_trigger`). A line nothing refers to goes before a line something
   still refers to; among equals, the one used least recently goes first.
 
 So the lane never shows less of what the caller said than the summary holds: a fact a summary keeps
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction_trigger import STOPWORDS, ReferenceIndex
+from voice_agent.core.pass_trigger import STOPWORDS, ReferenceIndex
 from voice_agent.core.summary import EpisodeSummary
 from voice_agent.core.tokens import estimate_message_tokens_of_length
 from voice_agent.core.transcript import EntryKind

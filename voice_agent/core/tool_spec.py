@@ -103,8 +103,8 @@ class ToolSpec:
         """OpenAI-style function parameters, with each parameter's kind under ``x-kind``.
 
         Args:
-            with_kinds: Include the ``x-kind`` marks (leave them out for providers that reject
-                unknown schema keywords; the guards read the spec, not the provider schema).
+            with_kinds: Include the ``x-kind`` marks (leave them out for LLM vendors that reject
+                unknown schema keywords; the guards read the spec, not the vendor schema).
         """
         properties: dict[str, Any] = {}
         for p in self.params:

@@ -174,7 +174,7 @@ def _default_options() -> EvalBotOptions:
 
 def _make_call(options: EvalBotOptions, call_id: str) -> CallParts:
     def llm_for(domain: Domain) -> LLMService[Any]:
-        if options.settings.llm.provider == "reference":
+        if options.settings.llm.vendor == "reference":
             return ReferenceLLMService(domain.brain(), stream_delay=options.stream_delay)
         return make_llm(options.settings, domain, cache_key=call_id)
 
@@ -271,7 +271,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--settings", default=None, help="settings TOML (default config/settings.toml)")
     parser.add_argument("--policy", choices=[p.value for p in PolicyName], default=None, help="context policy")
     parser.add_argument("--keep", type=int, default=None, help="K: recent turns kept raw")
-    parser.add_argument("--every", type=int, default=None, help="S: summary regeneration cadence")
+    parser.add_argument("--every", type=int, default=None, help="S: summary pass cadence")
     parser.add_argument("--reference-date", type=dt.date.fromisoformat, default=None,
                         help="the call's 'today', YYYY-MM-DD (default: settings, else today)")
     parser.add_argument("--stream-delay", type=float, default=DEFAULT_STREAM_DELAY,
@@ -330,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     install_telemetry(settings.telemetry)
     logger.info("eval bot on ws://{}:{}{} (policy={}, K={}, S={}, today={}, llm={}, summarizer={})", args.host,
                 args.port, WS_ROUTE, settings.policy.name, settings.policy.keep, settings.policy.every,
-                settings.call.reference_date or "today, per call", settings.llm.provider, settings.summarizer.kind)
+                settings.call.reference_date or "today, per call", settings.llm.vendor, settings.summarizer.kind)
     config = uvicorn.Config(create_app(_options), host=args.host, port=args.port, log_level="warning",
                             ws="websockets-sansio", lifespan="off")
     asyncio.run(uvicorn.Server(config).serve())

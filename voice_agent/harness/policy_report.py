@@ -8,8 +8,8 @@ from typing import Any
 from voice_agent.core.policy import (
     ContextPolicy,
     PolicyError,
+    cadence_passes,
     closed_form_bound,
-    regenerations,
     rewrite_schedule,
 )
 from voice_agent.core.survival import Survival
@@ -63,7 +63,7 @@ def policy_report(question: PolicyQuestion, *, alignments: bool = False) -> dict
         "facts": question.facts,
         "schedule": schedule,
         "rewrites": len(schedule),
-        "cache_breaks": len(regenerations(policy, question.needed)),
+        "cache_breaks": len(cadence_passes(policy, question.needed)),
         "bound": closed_form_bound(policy, question.stated, question.needed),
         "survival": survival.survival,
         "expected_facts": survival.expected_facts,
@@ -82,9 +82,9 @@ def render_policy_report(report: dict[str, Any]) -> str:
     """The report as the text ``voice-agent policy`` prints."""
     schedule = ", ".join(map(str, report["schedule"])) or "none"
     lines = [
-        f"policy: keep K={report['keep']} turns raw, regenerate every S={report['every']} turns",
+        f"policy: keep K={report['keep']} turns raw, a pass every S={report['every']} turns",
         f"fact stated on turn {report['stated']}, needed on turn {report['needed']}",
-        f"regenerations that rewrite it: {schedule}",
+        f"passes that rewrite it: {schedule}",
         f"rewrites: {report['rewrites']} (closed-form bound ceil((T2-T1-K)/S) = {report['bound']})",
         f"cache breaks by turn {report['needed']}: {report['cache_breaks']} (each pass rewrites the prompt prefix "
         "once: the request after it is read uncached)",

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from voice_agent.core.assembler import AssembledContext
 from voice_agent.core.call_state import CallState
 from voice_agent.core.drop_log import SummaryPass
-from voice_agent.core.policy import Regeneration
+from voice_agent.core.policy import ScheduledPass
 from voice_agent.core.summary import Summarizer
 from voice_agent.policies.rolling import TextSummarizer
 
@@ -22,15 +22,15 @@ class Policy(Protocol):
         ...
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
-        """Runs the summary regeneration due at the start of ``state.turn``, if any."""
+        """Runs the summary pass due at the start of ``state.turn``, if any."""
         ...
 
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """The regeneration due at the start of ``state.turn``, if any, without running it."""
+    def schedule(self, state: CallState) -> ScheduledPass | None:
+        """The pass due at the start of ``state.turn``, if any, without running it."""
         ...
 
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
-        """Runs a regeneration :meth:`schedule` returned (now, or later in the background)."""
+    async def run(self, state: CallState, scheduled: ScheduledPass) -> SummaryPass:
+        """Runs a pass :meth:`schedule` returned (now, or later in the background)."""
         ...
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
@@ -51,20 +51,20 @@ class ServesPipecat(Protocol):
         ...
 
 
-class NoRegeneration:
-    """For a policy with no summary of its own to regenerate (``window``; ``pipecat``, whose summary is
+class NoPasses:
+    """For a policy with no summary pass of its own (``window``; ``pipecat``, whose summary is
     pipecat's): the turn's opening, the schedule and the run are all nothing."""
 
     name: str
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
-        """Nothing to regenerate."""
+        """No pass to run."""
         return None
 
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """Never a regeneration."""
+    def schedule(self, state: CallState) -> ScheduledPass | None:
+        """Never a pass."""
         return None
 
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+    async def run(self, state: CallState, scheduled: ScheduledPass) -> SummaryPass:
         """Never called: :meth:`schedule` returns nothing to run."""
-        raise RuntimeError(f"the {self.name} policy has no summary of its own to regenerate")
+        raise RuntimeError(f"the {self.name} policy has no summary pass of its own")

@@ -7,11 +7,11 @@ from datetime import date
 
 from voice_agent.core.assembler import AssembledContext, AssemblerConfig, ContextAssembler
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
 from voice_agent.core.dates import DateConstraint, extract_constraints
 from voice_agent.core.drop_log import SummaryPass
 from voice_agent.core.guards.date_guard import DateGuard
-from voice_agent.core.policy import Regeneration
+from voice_agent.core.passes import PassScheduler
+from voice_agent.core.policy import ScheduledPass
 from voice_agent.core.summary import Summarizer
 
 
@@ -20,7 +20,7 @@ class LanesPolicy:
 
     Args:
         assembler: Builds the messages from the lanes.
-        summarizer: Regenerates the narrative summary.
+        summarizer: Writes the narrative summary at each pass.
         date_guard: Shared with the tool gate; its per-utterance extraction cache makes the
             caller-constraint lines cheap on every inference.
     """
@@ -31,9 +31,9 @@ class LanesPolicy:
         self, assembler_config: AssemblerConfig, summarizer: Summarizer, date_guard: DateGuard
     ) -> None:
         self.assembler = ContextAssembler(assembler_config)
-        self.compactor = Compactor(summarizer)
+        self.pass_scheduler = PassScheduler(summarizer)
         # A priced pass is reckoned on what the requests carry: the summary as shown, the knowledge pinned.
-        self.compactor.trigger.shown = self.assembler.shown_sizes
+        self.pass_scheduler.trigger.shown = self.assembler.shown_sizes
         self.date_guard = date_guard
         # The caller's limits so far, kept up with the guard's list of caller constraints (read from where it
         # was left; started over when the guard starts a new list or the day of the call differs).
@@ -41,16 +41,16 @@ class LanesPolicy:
                             list[tuple[int, DateConstraint]]] = (None, 0, None, [])
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
-        """Regenerates the structured summary when the schedule says so."""
-        return await self.compactor.on_turn_start(state)
+        """Runs a pass on the structured summary when the schedule says so."""
+        return await self.pass_scheduler.on_turn_start(state)
 
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """The regeneration due now, if any (not run)."""
-        return self.compactor.schedule(state)
+    def schedule(self, state: CallState) -> ScheduledPass | None:
+        """The pass due now, if any (not run)."""
+        return self.pass_scheduler.schedule(state)
 
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
-        """Runs a scheduled regeneration of the structured summary."""
-        return await self.compactor.run(state, regeneration)
+    async def run(self, state: CallState, scheduled: ScheduledPass) -> SummaryPass:
+        """Runs a scheduled pass on the structured summary."""
+        return await self.pass_scheduler.run(state, scheduled)
 
     def caller_constraint_lines(self, state: CallState) -> list[str]:
         """The caller's utterances that limit when things can happen, verbatim, with their turns.

@@ -22,7 +22,7 @@ from typing import Any
 from voice_agent.core.assembler import AssembledContext, Message
 from voice_agent.core.call_state import CallState
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
-from voice_agent.policies.base import NoRegeneration
+from voice_agent.policies.base import NoPasses
 from voice_agent.settings import PipecatSummarizerConfig
 
 SUMMARY_TEMPLATE = "Conversation summary: {summary}"
@@ -72,8 +72,8 @@ def pipecat_threshold(value: int) -> int | None:
     return value or None
 
 
-class PipecatBuiltinPolicy(NoRegeneration):
-    """The pipeline's own context, summarized by pipecat: no regeneration of ours ever runs.
+class PipecatBuiltinPolicy(NoPasses):
+    """The pipeline's own context, summarized by pipecat: no pass of ours ever runs.
 
     Args:
         config: The ``pipecat_summarizer`` settings section: pipecat's thresholds.

@@ -1,4 +1,4 @@
-"""``rolling``: the ordinary policy. One free-text summary, regenerated from itself, no slots, no ledger."""
+"""``rolling``: the ordinary policy. One free-text summary, rewritten from itself at each pass, no slots, no ledger."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from voice_agent.core.assembler import (
     system_lane,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import folded_entries
-from voice_agent.core.compaction_trigger import CompactionTrigger
 from voice_agent.core.drop_log import SummaryPass
-from voice_agent.core.policy import Regeneration
+from voice_agent.core.pass_trigger import PassTrigger
+from voice_agent.core.passes import folded_entries
+from voice_agent.core.policy import ScheduledPass
 from voice_agent.core.transcript import TranscriptEntry
 
 
 class TextSummarizer(Protocol):
-    """Regenerates a free-text summary from the previous one plus the turns that left the window."""
+    """Writes a free-text summary from the previous one plus the turns that left the window."""
 
     async def summarize_text(self, previous: str, turns: Sequence[TranscriptEntry]) -> str:
         """Returns the new summary text."""
@@ -48,27 +48,27 @@ class RollingPolicy:
         self.config = assembler_config
         self.summarizer = summarizer
         self.summary = ""
-        self.trigger = CompactionTrigger(lanes_shown=False)  # rolling shows no ledger or slots
+        self.trigger = PassTrigger(lanes_shown=False)  # rolling shows no ledger or slots
 
     async def on_turn_start(self, state: CallState) -> SummaryPass | None:
         """Folds the turns that left the window into the summary, when the schedule says so."""
-        regeneration = self.schedule(state)
-        if regeneration is None:
+        scheduled = self.schedule(state)
+        if scheduled is None:
             return None
-        return await self.run(state, regeneration)
+        return await self.run(state, scheduled)
 
-    def schedule(self, state: CallState) -> Regeneration | None:
-        """The regeneration due now, if any (not run)."""
+    def schedule(self, state: CallState) -> ScheduledPass | None:
+        """The pass due now, if any (not run)."""
         return self.trigger.schedule(state)
 
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
-        """Folds the turns of ``regeneration`` into the summary text as it is now."""
-        leaving = folded_entries(state, regeneration)
+    async def run(self, state: CallState, scheduled: ScheduledPass) -> SummaryPass:
+        """Folds the turns of ``scheduled`` into the summary text as it is now."""
+        leaving = folded_entries(state, scheduled)
         text_in = self.summary + "\n" + "\n".join(e.render() for e in leaving)
         self.summary = await self.summarizer.summarize_text(self.summary, leaving)
         # Rolling keeps no ledger or slots, so the call itself follows no facts through the pass.
-        event = state.drop_log.record(regeneration.turn, frozenset(), frozenset())
-        return SummaryPass(regeneration.turn, text_in, self.summary, event)
+        event = state.drop_log.record(scheduled.turn, frozenset(), frozenset())
+        return SummaryPass(scheduled.turn, text_in, self.summary, event)
 
     def build(self, state: CallState, retrieved: Sequence[str] = ()) -> AssembledContext:
         """System prompt, the summary, retrieved chunks, the unsummarized raw turns, constraints."""

@@ -15,10 +15,10 @@ from voice_agent.core.assembler import (
     system_lane,
 )
 from voice_agent.core.call_state import CallState
-from voice_agent.policies.base import NoRegeneration
+from voice_agent.policies.base import NoPasses
 
 
-class WindowPolicy(NoRegeneration):
+class WindowPolicy(NoPasses):
     """Keeps the last K turns raw and forgets the rest: it fails at a turn you can compute."""
 
     name = "window"

@@ -24,7 +24,7 @@ def extractor_choice(settings: Settings) -> str:
     chosen = settings.caller_spans.extractor
     if chosen is not None:
         return chosen
-    return "off" if settings.llm.provider == "reference" else "llm"
+    return "off" if settings.llm.vendor == "reference" else "llm"
 
 
 def make_caller_span_extractor(
@@ -36,7 +36,7 @@ def make_caller_span_extractor(
     Args:
         settings: Validated settings.
         tools: The domain's tools: their ``caller_quote`` parameters say which slots the caller's words fill.
-        llm: For ``llm``: the conversation LLM (a hosted provider; the offline reference agent cannot read).
+        llm: For ``llm``: the conversation LLM (a hosted vendor; the offline reference agent cannot read).
         local: For ``local``: a local model to share (default: one built from the ``summarizer`` section).
 
     Raises:
@@ -53,7 +53,7 @@ def make_caller_span_extractor(
         if llm is None or isinstance(llm, ReferenceLLMService):
             if config.extractor is None:
                 return None  # unset, and no model to read with (a replay of recorded calls): off
-            raise SettingsError("settings: caller_spans.extractor=llm needs a hosted llm.provider (openai, anthropic, "
+            raise SettingsError("settings: caller_spans.extractor=llm needs a hosted llm.vendor (openai, anthropic, "
                                 "google); offline, use caller_spans.extractor=local or off")
         return CallerSpanExtractor(llm_completer(llm, config.max_tokens), slots, config.timeout_secs, "llm")
     if local is None:

@@ -1,8 +1,8 @@
-"""A streamed answer that ends without the provider saying it is finished is an error, not an answer.
+"""A streamed answer that ends without the vendor saying it is finished is an error, not an answer.
 
 An OpenAI-style stream says an answer is complete with a ``finish_reason`` (``stop``, ``tool_calls``,
 ``length``, ...) on its last choice. When the connection ends cleanly before that (a proxy's idle cut, a
-provider restarting), pipecat's service takes what arrived for the whole answer: the caller hears half a
+vendor restarting), pipecat's service takes what arrived for the whole answer: the caller hears half a
 sentence and the transcript records it as said. :func:`report_cut_streams` makes such a stream raise
 :class:`CutStream` at its end; the service reports it as an error and the LLM watchdog retries the turn
 (:mod:`processors.llm_watchdog`), so the caller hears a whole answer or the recovery line.
@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-CUT_STREAM = "the answer's stream ended before the provider said it was finished (no finish reason)"
+CUT_STREAM = "the answer's stream ended before the vendor said it was finished (no finish reason)"
 
 
 class CutStream(Exception):
-    """The provider's stream ended without a finish reason: what arrived is a fragment."""
+    """The vendor's stream ended without a finish reason: what arrived is a fragment."""
 
     def __init__(self) -> None:
         super().__init__(CUT_STREAM)
 
 
 class _WholeStream:
-    """The provider's stream, raising :class:`CutStream` if it ends without a finish reason."""
+    """The vendor's stream, raising :class:`CutStream` if it ends without a finish reason."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream

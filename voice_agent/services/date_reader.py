@@ -50,7 +50,7 @@ def make_date_reader(
 
     Args:
         settings: Validated settings.
-        llm: For ``llm``: the conversation LLM (a hosted provider; the offline reference agent cannot read).
+        llm: For ``llm``: the conversation LLM (a hosted vendor; the offline reference agent cannot read).
         local: For ``local``: a local model to share (default: one built from the ``summarizer`` section).
 
     Raises:
@@ -63,7 +63,7 @@ def make_date_reader(
         from voice_agent.services.reference_llm import ReferenceLLMService
 
         if llm is None or isinstance(llm, ReferenceLLMService):
-            raise SettingsError("settings: dates.reader=llm needs a hosted llm.provider (openai, anthropic, "
+            raise SettingsError("settings: dates.reader=llm needs a hosted llm.vendor (openai, anthropic, "
                                 "google); offline, use dates.reader=local or rules")
         return ModelDateReader(llm_completer(llm, config.reader_max_tokens), config.reader_timeout_secs, "llm")
     if local is None:

@@ -1,6 +1,6 @@
 """Builds the LLM service and the summarizer that the settings ask for.
 
-Provider modules are imported lazily: each needs its pipecat extra (``openai`` is a
+Vendor modules are imported lazily: each needs its pipecat extra (``openai`` is a
 core dependency; ``anthropic`` and ``google`` come from the ``hosted`` extra),
 and the offline default must start without any of them.
 """
@@ -17,8 +17,8 @@ from pipecat.services.llm_service import LLMService
 
 from voice_agent.extras import install_hint
 from voice_agent.services.cut_streams import report_cut_streams
-from voice_agent.services.provider_hooks import openai_cache_key_extra
 from voice_agent.services.reference_llm import ReferenceLLMService
+from voice_agent.services.vendor_hooks import openai_cache_key_extra
 from voice_agent.settings import LLMConfig, Settings, SettingsError, SummarizerConfig
 from voice_agent.summarizers.extractive import ExtractiveSummarizer
 from voice_agent.summarizers.llm import LLMSummarizer
@@ -29,54 +29,54 @@ if TYPE_CHECKING:
     from voice_agent.domains.base import Domain
     from voice_agent.summarizers.local import LocalSummarizer
 
-PROVIDER_EXTRA: Mapping[str, str] = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
-"""Provider -> the pipecat extra that brings its SDK (ours: ``hosted`` brings anthropic and google)."""
+VENDOR_EXTRA: Mapping[str, str] = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
+"""Vendor -> the pipecat extra that brings its SDK (ours: ``hosted`` brings anthropic and google)."""
 
 
-def _missing_extra(provider: str, exc: ImportError) -> SettingsError:
+def _missing_extra(vendor: str, exc: ImportError) -> SettingsError:
     # openai is a dependency of pipecat itself (only a broken install lands here); the others are our extra.
-    needs = "pipecat-ai's openai SDK: pip install 'pipecat-ai[openai]'" if provider == "openai" else (
+    needs = "pipecat-ai's openai SDK: pip install 'pipecat-ai[openai]'" if vendor == "openai" else (
         f"the hosted extra: {install_hint('hosted')}")
-    return SettingsError(f"settings: llm.provider={provider} needs {needs} (import failed: {exc})")
+    return SettingsError(f"settings: llm.vendor={vendor} needs {needs} (import failed: {exc})")
 
 
 def _api_key(config: LLMConfig) -> str:
     if config.api_key is None or not config.api_key.get_secret_value():
         # load_settings resolves the key; a hand-built Settings may skip that step.
         raise SettingsError(
-            f"settings: llm.provider={config.provider} has no API key (build settings with load_settings)"
+            f"settings: llm.vendor={config.vendor} has no API key (build settings with load_settings)"
         )
     return config.api_key.get_secret_value()
 
 
 def make_hosted_llm(config: LLMConfig, cache_key: str | None = None) -> LLMService[Any]:
-    """The pipecat service of a hosted (or OpenAI-compatible local) provider.
+    """The pipecat service of a hosted (or OpenAI-compatible local) vendor.
 
     Args:
-        config: The ``llm`` settings section; ``provider`` must not be ``reference``.
+        config: The ``llm`` settings section; ``vendor`` must not be ``reference``.
         cache_key: A key stable for the call (its id): OpenAI's own API gets it as ``prompt_cache_key`` on every
-            request, so the call's requests meet one prompt cache; other providers and servers never see it.
+            request, so the call's requests meet one prompt cache; other vendors and servers never see it.
 
     Returns:
         A real pipecat ``OpenAILLMService``, ``AnthropicLLMService`` or ``GoogleLLMService``.
 
     Raises:
-        SettingsError: When the provider is ``reference``, has no key, or its SDK is not installed.
+        SettingsError: When the vendor is ``reference``, has no key, or its SDK is not installed.
     """
-    provider = config.provider
-    if provider not in _HOSTED:
+    vendor = config.vendor
+    if vendor not in _HOSTED:
         raise SettingsError(
-            f"settings: llm.provider={provider} is not a hosted provider (set openai, anthropic or google)"
+            f"settings: llm.vendor={vendor} is not a hosted vendor (set openai, anthropic or google)"
         )
-    module_name, class_name = _HOSTED[provider]
+    module_name, class_name = _HOSTED[vendor]
     try:
         service_class: Any = getattr(importlib.import_module(module_name), class_name)
     except ImportError as exc:
-        raise _missing_extra(provider, exc) from None
+        raise _missing_extra(vendor, exc) from None
     kwargs: dict[str, Any] = {"api_key": _api_key(config)}
-    if provider == "openai":
+    if vendor == "openai":
         kwargs["base_url"] = config.base_url  # also reaches OpenAI-compatible local servers
-    extra = openai_cache_key_extra(provider, config.base_url, cache_key)
+    extra = openai_cache_key_extra(vendor, config.base_url, cache_key)
     if config.model or extra:
         # pipecat merges Settings.extra into every request's parameters (BaseOpenAILLMService).
         kwargs["settings"] = service_class.Settings(**({"model": config.model} if config.model else {}), extra=extra)
@@ -93,7 +93,7 @@ def without_sdk_retries(service: LLMService[Any], config: LLMConfig) -> None:
     service it is given; call it yourself on any other service of the call (a summarizing LLM).
 
     The OpenAI and Anthropic SDKs retry failed requests themselves (OpenAI: 2 retries with back-off,
-    600 s timeout), unseen by pipecat: a provider answering 500 would keep the caller waiting through
+    600 s timeout), unseen by pipecat: a vendor answering 500 would keep the caller waiting through
     the SDK's back-off before the watchdog even hears of the error, and its retry would multiply the
     SDK's. pipecat builds the client without exposing these options, so the client it built is
     replaced by a copy with none (``with_options`` is the SDKs' public way to copy a client). The
@@ -112,7 +112,7 @@ _HOSTED: Mapping[str, tuple[str, str]] = {
     "anthropic": ("pipecat.services.anthropic.llm", "AnthropicLLMService"),
     "google": ("pipecat.services.google.llm", "GoogleLLMService"),
 }
-"""Provider -> (module, class) of its pipecat service, imported only when chosen."""
+"""Vendor -> (module, class) of its pipecat service, imported only when chosen."""
 
 
 def make_llm(settings: Settings, domain: Domain, cache_key: str | None = None) -> LLMService[Any]:
@@ -120,21 +120,21 @@ def make_llm(settings: Settings, domain: Domain, cache_key: str | None = None) -
 
     Args:
         settings: Validated settings (from :func:`voice_agent.settings.load_settings`).
-        domain: The domain; its brain drives the offline ``reference`` provider.
+        domain: The domain; its brain drives the offline ``reference`` vendor.
         cache_key: The call's prompt-cache key (:func:`make_hosted_llm`).
 
     Returns:
-        ``ReferenceLLMService`` for ``reference``, else the provider's real pipecat service.
+        ``ReferenceLLMService`` for ``reference``, else the vendor's real pipecat service.
 
     Raises:
-        SettingsError: When a hosted provider has no key or its SDK is not installed, or ``reference`` is chosen
+        SettingsError: When a hosted vendor has no key or its SDK is not installed, or ``reference`` is chosen
             for a domain without a reference brain.
     """
-    if settings.llm.provider == "reference":
+    if settings.llm.vendor == "reference":
         if domain.make_brain is None:
             raise SettingsError(
-                f"settings: llm.provider=reference needs a reference brain and the {domain.name} domain has none "
-                "(pass your own LLM service, or set llm.provider=openai|anthropic|google)"
+                f"settings: llm.vendor=reference needs a reference brain and the {domain.name} domain has none "
+                "(pass your own LLM service, or set llm.vendor=openai|anthropic|google)"
             )
         return ReferenceLLMService(domain.brain())
     return make_hosted_llm(settings.llm, cache_key)
@@ -212,10 +212,10 @@ def make_summarizer(
     if kind == "local":
         return make_local_summarizer(settings)
     if llm is None or isinstance(llm, ReferenceLLMService):
-        if settings.llm.provider == "reference":
+        if settings.llm.vendor == "reference":
             raise SettingsError(
-                "settings: summarizer.kind=llm needs a hosted llm.provider "
-                "(set llm.provider=openai|anthropic|google, or summarizer.kind=extractive)"
+                "settings: summarizer.kind=llm needs a hosted llm.vendor "
+                "(set llm.vendor=openai|anthropic|google, or summarizer.kind=extractive)"
             )
         llm = make_hosted_llm(settings.llm)
     return LLMSummarizer(llm, config)

@@ -47,8 +47,8 @@ class FakeReply:
     Attributes:
         text: Words to say (may be empty when it only calls tools).
         tool_calls: Tools to call; their results come back as the next inference of the same turn.
-        error: Report this error (an ErrorFrame, as a failing provider does) instead of answering.
-        hang: Never answer (a provider that hangs); the call's own timeouts must deal with it.
+        error: Report this error (an ErrorFrame, as a failing LLM vendor does) instead of answering.
+        hang: Never answer (an LLM vendor that hangs); the call's own timeouts must deal with it.
         delay: Seconds before anything is sent (a slow first token); with ``error``, before the error.
         hang_after_text: Send the text, then never finish (a stream that stalls after its first token).
     """

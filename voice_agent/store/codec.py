@@ -438,7 +438,7 @@ def _rebuild(session: CallSession, state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _apply(session: CallSession, built: Mapping[str, Any]) -> list[str]:
-    from voice_agent.core.compaction import BackgroundPasses
+    from voice_agent.core.passes import BackgroundPasses
 
     state = built["state"]
     # The backend's effects first: a stored state that fails here leaves the session untouched.

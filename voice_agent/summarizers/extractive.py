@@ -75,9 +75,9 @@ class ExtractiveSummarizer:
         )
 
     async def summarize_text(self, previous: str, turns: Sequence[TranscriptEntry]) -> str:
-        """Free-text pass for ``rolling``: the same sections, as text, regenerated from the previous text."""
+        """Free-text pass for ``rolling``: the same sections, as text, rewritten from the previous text."""
         old = parse_text_summary(previous)
-        request = SummaryRequest(previous=old, turns=turns, ledger_roles=(), slot_names=(), regeneration_turn=0)
+        request = SummaryRequest(previous=old, turns=turns, ledger_roles=(), slot_names=(), pass_turn=0)
         return (await self.summarize(request)).render()
 
 

@@ -3,7 +3,7 @@
 It serves both policies: the structured :class:`~voice_agent.core.summary.EpisodeSummary`
 of ``lanes`` (JSON constrained by a strict response schema) and the free text of
 the ``rolling`` baseline. A summary pass runs beside a live call, so a failed
-pass (bad JSON, timeout, provider error) is logged and the previous summary is
+pass (bad JSON, timeout, vendor error) is logged and the previous summary is
 kept: the call never breaks because of a summary.
 """
 
@@ -34,9 +34,9 @@ TEXT_SUMMARY_INSTRUCTIONS = (
 
 
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of ``model`` in the strict form providers enforce.
+    """The JSON schema of ``model`` in the strict form LLM vendors enforce.
 
-    Strict structured output (OpenAI ``strict: true`` and the strictest provider
+    Strict structured output (OpenAI ``strict: true`` and the strictest vendor
     pipecat supports) needs every object to list all its properties as required
     and forbid additional properties; ``$ref``s are inlined and defaults dropped
     because strict mode rejects them.
@@ -135,7 +135,7 @@ class LLMSummarizer:
         except TimeoutError:
             self._failed("structured", f"no reply within {self.config.timeout_secs:g} s")
             return request.previous
-        except Exception as exc:  # a provider error must not end the call
+        except Exception as exc:  # an LLM vendor error must not end the call
             self._failed("structured", exc)
             return request.previous
         if not reply:
@@ -146,7 +146,7 @@ class LLMSummarizer:
         except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
             self._failed("structured", exc)
             return request.previous
-        # covers_through_turn is set by the caller (core.compaction), which knows the regeneration range.
+        # covers_through_turn is set by the caller (core.passes), which knows the pass's range.
         return summary
 
     async def summarize_text(self, previous: str, turns: Sequence[TranscriptEntry]) -> str:
@@ -165,7 +165,7 @@ class LLMSummarizer:
         except TimeoutError:
             self._failed("text", f"no reply within {self.config.timeout_secs:g} s")
             return previous
-        except Exception as exc:  # a provider error must not end the call
+        except Exception as exc:  # an LLM vendor error must not end the call
             self._failed("text", exc)
             return previous
         if not reply or not reply.strip():

@@ -3,7 +3,7 @@
 It serves both policies, like :class:`~voice_agent.summarizers.llm.LLMSummarizer`: the structured
 :class:`~voice_agent.core.summary.EpisodeSummary` of ``lanes`` (JSON constrained by the summary's
 schema, which llama.cpp turns into a grammar, so every reply parses) and the free text of ``rolling``.
-Identifier values in its output are replaced by ledger roles after every ``lanes`` pass by the compactor
+Identifier values in its output are replaced by ledger roles after every ``lanes`` pass by the pass scheduler
 (:func:`voice_agent.core.role_scrub.scrub_summary`, DESIGN rule 9), which counts each substitution into
 the drop log; it is not scrubbed here too, or the drop log would count nothing.
 
@@ -45,7 +45,7 @@ T = TypeVar("T")
 
 
 def _without_coverage(schema: dict[str, Any]) -> dict[str, Any]:
-    """The summary schema minus ``covers_through_turn``: the compactor sets it, the model need not write it."""
+    """The summary schema minus ``covers_through_turn``: the pass scheduler sets it, the model need not write it."""
     out = copy.deepcopy(schema)
     out["properties"].pop("covers_through_turn", None)
     out["required"] = [name for name in out["required"] if name != "covers_through_turn"]
@@ -345,7 +345,7 @@ class LocalSummarizer:
                 names the summary must not own.
 
         Returns:
-            The new summary (identifier values not yet scrubbed: the compactor does it and counts it),
+            The new summary (identifier values not yet scrubbed: the pass scheduler does it and counts it),
             or ``request.previous`` unchanged when the pass fails.
         """
         previous = request.previous.model_dump(exclude={"covers_through_turn"})

@@ -32,7 +32,7 @@ from voice_agent.core.dates.model import DateConstraint
 from voice_agent.core.transcript import EntryKind, TranscriptEntry
 
 JsonCompleter = Callable[[str, str, dict[str, Any]], Awaitable[str]]
-"""``complete(instructions, user_text, schema) -> reply text`` (JSON); raises on a provider error."""
+"""``complete(instructions, user_text, schema) -> reply text`` (JSON); raises on an LLM vendor error."""
 
 
 class Polarity(StrEnum):
@@ -305,7 +305,7 @@ class ModelDateReader:
         except TimeoutError:
             reading = DateReading(ReadingStatus.TIMEOUT, seconds=time.monotonic() - started,
                                   error=f"no reply within {self.timeout_secs:g} s")
-        except Exception as exc:  # a provider error must not end the call: the rules and the confirm rule stand
+        except Exception as exc:  # an LLM vendor error must not end the call: the rules and the confirm rule stand
             reading = DateReading(ReadingStatus.FAILED, seconds=time.monotonic() - started,
                                   error=f"{type(exc).__name__}: {exc}")
         else:

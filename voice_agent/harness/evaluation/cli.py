@@ -1,9 +1,9 @@
-"""``voice-agent eval``: replay call records, compaction safety, retention.
+"""``voice-agent eval``: replay call records, pass safety, retention.
 
 Mount it on the main app with ``app.add_typer(eval_app, name="eval")``. Then:
 
 * ``voice-agent eval FILE.jsonl [options]`` (the ``replay`` command is the default);
-* ``voice-agent eval compaction-safety TRACE [options]``;
+* ``voice-agent eval pass-safety TRACE [options]``;
 * ``voice-agent eval retention REPORT... [--json PATH]``;
 * ``voice-agent eval retention --summarizer local [--calls N] [--passes N]`` (a real summarizer, measured);
 * ``voice-agent eval retrieval [--strict] [--json PATH]`` (precision@3, MRR, nothing injected, every question set).
@@ -202,7 +202,7 @@ def replay(
     retention: Annotated[float, typer.Option("--retention", help="R of the fault-injecting summarizer.")] = 0.9,
     seed: Annotated[int, typer.Option("--seed", help="First seed (record i uses seed+i).")] = 0,
     keep: Annotated[int, typer.Option("--keep", help="K: recent turns kept raw.")] = 6,
-    every: Annotated[int, typer.Option("--every", help="S: summary regeneration cadence.")] = 5,
+    every: Annotated[int, typer.Option("--every", help="S: summary pass cadence.")] = 5,
     replay_mode: Annotated[str, typer.Option("--replay", help="caller: caller turns only; all: agent turns too.")] = (
         "caller"
     ),
@@ -260,8 +260,8 @@ def replay(
 
 
 def print_safety(report: dict[str, Any], out: Console = console, limit: int = 20) -> None:
-    """The terminal summary of ``voice-agent eval compaction-safety``."""
-    table = Table(title=f"Compaction safety ({report['mode']} mode, {report['runs']} seed(s)): "
+    """The terminal summary of ``voice-agent eval pass-safety``."""
+    table = Table(title=f"Pass safety ({report['mode']} mode, {report['runs']} seed(s)): "
                         f"{', '.join(report['traces'])}")
     for column in ("policy", "inference points", "calls with IDs", "passes", "mismatch", "missing", "extra",
                    "defects"):
@@ -275,13 +275,14 @@ def print_safety(report: dict[str, Any], out: Console = console, limit: int = 20
     for name, body in report["policies"].items():
         for m in body["mismatches"][:limit]:
             out.print(f"  {name} {m['trace']} seed {m['seed']} turn {m['turn']}: {m['tool']}.{m['argument']} "
-                      f"compacted={m['compacted']!r} uncompacted={m['uncompacted']!r} ({m['kind']})")
+                      f"forced={m['forced']!r} raw={m['raw']!r} ({m['kind']})")
         if len(body["mismatches"]) > limit:
             out.print(f"  {name}: {len(body['mismatches']) - limit} more in the JSON report")
 
 
-@eval_app.command("compaction-safety")
-def compaction_safety_command(
+@eval_app.command("pass-safety")
+@eval_app.command("compaction-safety", hidden=True)  # legacy-name: the command's old name still runs
+def pass_safety_command(
     trace: Annotated[str, typer.Argument(help="A trace JSON (simulate --trace), or a scenario name to record one.")],
     policy: Annotated[str, typer.Option("--policy", help="lanes, rolling, window, all or a comma list.")] = (
         "lanes,rolling"
@@ -293,10 +294,10 @@ def compaction_safety_command(
     runs: Annotated[int, typer.Option("--runs", help="Seeds per trace and policy.")] = 1,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
 ) -> None:
-    """Forces a summary pass at every turn and diffs the agent's identifier arguments against no compaction."""
+    """Forces a summary pass at every turn and diffs the agent's identifier arguments against a run with no pass."""
     import asyncio
 
-    from voice_agent.harness.evaluation.compaction_safety import compaction_safety, load_traces, record_trace
+    from voice_agent.harness.evaluation.pass_safety import load_traces, pass_safety, record_trace
 
     if mode not in ("window", "all"):
         _fail(f"--mode takes window or all, got {mode!r}")
@@ -310,7 +311,7 @@ def compaction_safety_command(
 
             console.print(f"recording a trace of scenario {trace!r} (lanes, seed {seed or 0})")
             traces = [record_trace(load_scenario(trace), seed=seed or 0, retention=retention or 0.9)]
-        report = asyncio.run(compaction_safety(traces, policies, mode="all" if mode == "all" else "window",
+        report = asyncio.run(pass_safety(traces, policies, mode="all" if mode == "all" else "window",
                                                retention=retention, seed=seed, runs=runs))
     except (OSError, ValueError) as exc:
         _fail(str(exc))
@@ -350,7 +351,7 @@ def retention_command(
     calls: Annotated[int | None, typer.Option("--calls", help="--summarizer: at most N calls per source.")] = None,
     passes: Annotated[int | None, typer.Option("--passes", help="--summarizer: at most N passes per call.")] = None,
     keep: Annotated[int, typer.Option("--keep", help="--summarizer: K, recent turns kept raw.")] = 6,
-    every: Annotated[int, typer.Option("--every", help="--summarizer: S, the regeneration cadence.")] = 5,
+    every: Annotated[int, typer.Option("--every", help="--summarizer: S, the pass cadence.")] = 5,
     seed: Annotated[int, typer.Option("--seed", help="--summarizer: SGD sample and sampling seed.")] = 0,
     temperature: Annotated[
         float | None, typer.Option("--temperature", help="--summarizer local: sampling temperature (default: "
@@ -615,14 +616,14 @@ def triggers_command(
     jobs: Annotated[int, typer.Option("--jobs", help="Worker processes (default: CPU count).")] = 0,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
-    """When to compact: cadence, pipecat's threshold and the reference trigger, under lanes and rolling.
+    """When a pass runs: cadence, pipecat's threshold and the reference trigger, under lanes and rolling.
 
     One table over every scenario and its paraphrases, the public SGD calls and long (110-turn) calls.
     """
     import os
     import time
 
-    from voice_agent.harness.evaluation.compaction_triggers import (
+    from voice_agent.harness.evaluation.pass_triggers import (
         render,
         render_verdicts,
         run_table,

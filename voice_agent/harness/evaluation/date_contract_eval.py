@@ -242,7 +242,7 @@ async def read_all(
 ) -> dict[str, DateReading]:
     """Reads every distinct call once (cached replies are verified again, not re-asked).
 
-    Only replies are cached, and under the reader that gave them: a timeout or a provider error is asked again
+    Only replies are cached, and under the reader that gave them: a timeout or an LLM vendor error is asked again
     next time, and another reader's replies are never taken for this one's.
     """
     out: dict[str, DateReading] = {}

@@ -8,7 +8,7 @@ actions) after the insertion is shifted, so the recorder measures them where the
 
 The side questions avoid every word the billing agent acts on (credit, dispute, invoice, call back...),
 so they change nothing in the call but its length and its topics. Generated here, apart from the trigger
-(:mod:`voice_agent.core.compaction_trigger`), from a seed.
+(:mod:`voice_agent.core.pass_trigger`), from a seed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What a call's requests cost under a provider's prompt cache, judged from outside from the requests alone.
+"""What a call's requests cost under an LLM vendor's prompt cache, judged from outside from the requests alone.
 
-A request is its text in the order a provider reads it (tools, the system instruction, the messages) and the
+A request is its text in the order an LLM vendor reads it (tools, the system instruction, the messages) and the
 character offsets of its Anthropic cache breakpoints. Tokens are characters / 4. Per call (:func:`cost_of`):
 
 - ``share``: characters each request shares, as a prefix, with the request before it, over all characters;
@@ -24,7 +24,7 @@ ANTHROPIC_MIN, ANTHROPIC_WRITE, ANTHROPIC_READ = 1024, 1.25, 0.1
 BREAK_SLACK_TOKENS = 512
 
 PRICES: dict[str, dict[str, float]] = {
-    # US dollars per million input tokens, as the providers published them (OpenAI: gpt-4.1 from April 2025,
+    # US dollars per million input tokens, as the vendors published them (OpenAI: gpt-4.1 from April 2025,
     # gpt-4o from October 2024; Anthropic: Claude Sonnet 4 from May 2025, 5-minute cache). Not re-checked here.
     "gpt-4.1": {"input": 2.00, "cached": 0.50},
     "gpt-4o": {"input": 2.50, "cached": 1.25},
@@ -38,7 +38,7 @@ PRICES_DATED = "2025 list prices (see docs/benchmarks.md)"
 
 @dataclass
 class Request:
-    """One captured request: its text as the provider's cache sees it and where its cache breakpoints fall."""
+    """One captured request: its text as the vendor's cache sees it and where its cache breakpoints fall."""
 
     text: str
     breakpoints: list[int]
@@ -47,7 +47,7 @@ class Request:
 def request_of(
     tools: Any, system: str, messages: Sequence[dict[str, Any]], stable: int | None, fixed: int = 0
 ) -> Request:
-    """The request as text in the order the provider reads it; Anthropic breakpoints as character offsets.
+    """The request as text in the order the vendor reads it; Anthropic breakpoints as character offsets.
 
     ``stable`` (ours): the end of the stable prefix, and the end of the first ``fixed`` messages (the part no pass
     changes) when it lies before. None: pipecat's own option (``enable_prompt_caching``), the end of the system

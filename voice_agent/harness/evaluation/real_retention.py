@@ -42,7 +42,7 @@ from typing import Any
 
 import Stemmer
 
-from voice_agent.core.policy import ContextPolicy, regenerations
+from voice_agent.core.policy import ContextPolicy, cadence_passes
 from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import EpisodeSummary, Summarizer, SummaryRequest
 from voice_agent.core.transcript import TranscriptLane
@@ -309,7 +309,7 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
     """Runs the call's summary passes and counts its trials into ``out``."""
     record = call.record
     lane = transcript_of(record)
-    schedule = list(regenerations(policy, record.exchanges))[:max_passes]
+    schedule = list(cadence_passes(policy, record.exchanges))[:max_passes]
     identifiers = _identifiers(record)
     # Keyed by position: a call can state one slot twice (the caller changed their mind), two facts.
     facts = [(i, f) for i, f in enumerate(record.facts) if f.kind != "identifier"]
@@ -319,11 +319,11 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
     present_before: dict[int, bool] = {}
     first_offered: dict[int, int] = {}
     failures_before = getattr(summarizer, "failures", 0)
-    for number, regeneration in enumerate(schedule, start=1):
-        seen_ids = {v: r for v, r in identifiers.items() if id_stated[r] <= regeneration.last}
-        request = SummaryRequest(previous=summary, turns=lane.in_turns(regeneration.first, regeneration.last),
+    for number, scheduled in enumerate(schedule, start=1):
+        seen_ids = {v: r for v, r in identifiers.items() if id_stated[r] <= scheduled.last}
+        request = SummaryRequest(previous=summary, turns=lane.in_turns(scheduled.first, scheduled.last),
                                  ledger_roles=sorted(set(seen_ids.values())), slot_names=(),
-                                 regeneration_turn=regeneration.turn, identifiers=seen_ids)
+                                 pass_turn=scheduled.turn, identifiers=seen_ids)
         started = time.monotonic()
         raw = await summarizer.summarize(request)
         seconds = time.monotonic() - started
@@ -334,7 +334,7 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
         failures_before = failures_now
         out.failed_passes += int(failed)
         scrubbed: dict[str, int] = {}
-        new = scrub_summary(raw, seen_ids, scrubbed).model_copy(update={"covers_through_turn": regeneration.last})
+        new = scrub_summary(raw, seen_ids, scrubbed).model_copy(update={"covers_through_turn": scheduled.last})
         if seen_ids:
             out.identifier_passes += 1
             out.passes_with_leak += int(bool(scrubbed))
@@ -344,7 +344,7 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
             where = find_fact(fact, new)
             now = where is not None
             kind = fact.kind
-            offered_now = regeneration.first <= stated[index] <= regeneration.last
+            offered_now = scheduled.first <= stated[index] <= scheduled.last
             if offered_now:
                 event = "capture" if number == 1 else "intake"
                 (out.capture if number == 1 else out.intake)[kind].add(now)
@@ -356,7 +356,7 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
                 out.source(call.source, "survival").add(now)
                 event = "survival"
             else:
-                event = "absent" if stated[index] < regeneration.first else "later"
+                event = "absent" if stated[index] < scheduled.first else "later"
             if index in first_offered:
                 out.kept_through[number - first_offered[index] + 1].add(now)
             inversions, decided = contradictions(fact, new) if index in first_offered else ([], [])
@@ -372,15 +372,15 @@ async def measure_call(call: CallInput, summarizer: Summarizer, policy: ContextP
         tokens = ({"prompt": stats[-1].prompt_tokens, "completion": stats[-1].completion_tokens}
                   if isinstance(stats, list) and stats else None)
         out.details.append({
-            "call": record.id, "source": call.source, "pass": number, "turn": regeneration.turn,
-            "turns": [regeneration.first, regeneration.last], "seconds": round(seconds, 1), "failed": failed,
+            "call": record.id, "source": call.source, "pass": number, "turn": scheduled.turn,
+            "turns": [scheduled.first, scheduled.last], "seconds": round(seconds, 1), "failed": failed,
             "tokens": tokens,
             "identifier_leaks": scrubbed, "facts": verdicts, "summary": new.model_dump(),
         })
         if progress is not None:
             kept = sum(1 for v in verdicts if v["event"] != "absent" and v["present"])
             shown = sum(1 for v in verdicts if v["event"] != "absent")
-            progress(f"{label}{record.id} pass {number}/{len(schedule)} (turn {regeneration.turn}): "
+            progress(f"{label}{record.id} pass {number}/{len(schedule)} (turn {scheduled.turn}): "
                      f"{seconds:.1f} s, {kept}/{shown} facts present, "
                      f"{sum(scrubbed.values())} identifier leak(s){' [pass failed]' if failed else ''}")
         summary = new
@@ -457,7 +457,7 @@ async def measure(calls: Iterable[CallInput], summarizer: Summarizer, policy: Co
 
 def estimate_passes(calls: Iterable[CallInput], policy: ContextPolicy, max_passes: int | None) -> int:
     """How many passes :func:`measure` will run (for the progress line)."""
-    return sum(len(regenerations(policy, c.record.exchanges)[:max_passes]) for c in calls)
+    return sum(len(cadence_passes(policy, c.record.exchanges)[:max_passes]) for c in calls)
 
 
 def fmt_rate(cell: dict[str, Any]) -> str:

@@ -314,7 +314,7 @@ class ReplayConfig:
         retention: Per-pass retention R of the fault-injecting summarizer.
         seed: First seed; record i uses ``seed + i``.
         keep: K, recent turns kept raw.
-        every: S, summary regeneration cadence.
+        every: S, summary pass cadence.
         replay: ``caller`` (caller utterances only) or ``all`` (recorded agent utterances too).
         harvest: ``ids`` (the default: tool results hold only identifiers, created references and a status) or
             ``echo`` (an upper bound: tool results hand every argument back, harvested into slots).

@@ -1,6 +1,6 @@
 """Per-pass retention R per fact kind, with a 95 % Wilson interval, from drop logs.
 
-Every summary regeneration records the tracked fact keys that went in and the keys
+Every summary pass records the tracked fact keys that went in and the keys
 that came out (DESIGN rule 6). Each (pass, fact offered) pair is one Bernoulli trial;
 it succeeds when the fact came out verbatim. A fact followed in several exact forms
 (``key``, ``key#2``: the caller's wording and the canonical form) is one trial,

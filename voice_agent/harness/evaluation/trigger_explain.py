@@ -1,4 +1,4 @@
-"""``voice-agent policy --trigger reference --scenario NAME``: which turns a triggered run compacted, when, and why.
+"""``voice-agent policy --trigger reference --scenario NAME``: which turns a triggered run folded, when, and why.
 
 The cadence is a formula (the calculator predicts it); the ``reference`` and ``threshold`` triggers depend on
 what was said, so they are explained from a run: the scenario is played once through the pipeline with the
@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from voice_agent.core.compaction_trigger import CompactionTrigger, TriggerDecision
+from voice_agent.core.pass_trigger import PassTrigger, TriggerDecision
 from voice_agent.core.policy import Trigger
 from voice_agent.harness.scenarios import Scenario
 from voice_agent.policies import PolicyName
 
 
-def trigger_of(policy: Any) -> CompactionTrigger | None:
-    """The compaction trigger a policy object runs (``lanes`` through its compactor), if it has one."""
-    found = getattr(policy, "trigger", None) or getattr(getattr(policy, "compactor", None), "trigger", None)
-    return found if isinstance(found, CompactionTrigger) else None
+def trigger_of(policy: Any) -> PassTrigger | None:
+    """The pass trigger a policy object runs (``lanes`` through its pass scheduler), if it has one."""
+    found = getattr(policy, "trigger", None) or getattr(getattr(policy, "pass_scheduler", None), "trigger", None)
+    return found if isinstance(found, PassTrigger) else None
 
 
 def explain_run(
@@ -64,7 +64,7 @@ def render_explanation(report: dict[str, Any]) -> str:
              f"{mean:.0f} tokens per request on average"]
     for p in report["passes"]:
         folded = ", ".join(str(t) for t, _ in p["folded"])
-        lines.append(f"turn {p['turn']}: compacted turns {folded}")
+        lines.append(f"turn {p['turn']}: folded turns {folded}")
         for t, why in p["folded"]:
             lines.append(f"    {t:>3}: {why}")
         for t, why in p["held"]:

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 
 class FaultShape(StrEnum):
-    """Observed failure shapes of a value inside a regenerated summary."""
+    """Observed failure shapes of a value inside a summary a pass wrote."""
 
     DROP = "drop"
     GENERALISE = "generalise"
@@ -46,7 +46,7 @@ def damage(value: str, key: str, shape: FaultShape, rng: random.Random) -> str |
 
 
 def carry(value: str, key: str, retention: float, rng: random.Random) -> tuple[str | None, FaultShape | None]:
-    """One regeneration pass over one value: kept verbatim with probability ``retention``."""
+    """One pass over one value: kept verbatim with probability ``retention``."""
     if rng.random() < retention:
         return value, None
     shape = rng.choice(list(FaultShape))

@@ -1,7 +1,7 @@
-"""What each provider needs of the assembled messages, applied where they are handed to pipecat.
+"""What each vendor needs of the assembled messages, applied where they are handed to pipecat.
 
 The lanes speak one dialect (OpenAI's messages, lane messages in the ``developer`` role, an assistant
-tool-call message with ``content: None``). :class:`MessageDialect` rewrites a request for the provider that
+tool-call message with ``content: None``). :class:`MessageDialect` rewrites a request for the vendor that
 will read it, without touching the core:
 
 - the lane role: ``developer`` for OpenAI's own API, Anthropic and Google (pipecat's adapters turn it into
@@ -45,27 +45,27 @@ def is_openai_api(base_url: object) -> bool:
     return base_url is None or urlsplit(str(base_url)).hostname == OPENAI_API_HOST
 
 
-def openai_cache_key_extra(provider: str, base_url: str | None, cache_key: str | None) -> dict[str, Any]:
+def openai_cache_key_extra(vendor: str, base_url: str | None, cache_key: str | None) -> dict[str, Any]:
     """The request fields that route one call's requests to one OpenAI prompt cache (``prompt_cache_key``).
 
     Only for OpenAI's own API: another OpenAI-compatible server may reject a field it does not know.
 
     Args:
-        provider: ``llm.provider``.
+        vendor: ``llm.vendor``.
         base_url: ``llm.base_url``.
         cache_key: A key stable for the call (its id); None: no key.
 
     Returns:
         ``{"prompt_cache_key": cache_key}``, or ``{}``; for pipecat's ``Settings(extra=...)``.
     """
-    if provider != "openai" or cache_key is None or not is_openai_api(base_url):
+    if vendor != "openai" or cache_key is None or not is_openai_api(base_url):
         return {}
     return {"prompt_cache_key": cache_key}
 
 
 @dataclass(frozen=True)
 class MessageDialect:
-    """How one provider wants the assembled messages.
+    """How one vendor wants the assembled messages.
 
     Attributes:
         lane_role: The role the lane messages (role ``developer`` in the lanes) are sent with.
@@ -83,7 +83,7 @@ class MessageDialect:
             raise ValueError(f"lane_role must be one of {', '.join(LANE_ROLES)}, not {self.lane_role!r}")
 
     def apply(self, messages: list[Any], stable: int, fixed: int = 0) -> list[Any]:
-        """``messages`` as this provider wants them; the given dicts are never changed (copies replace them).
+        """``messages`` as this vendor wants them; the given dicts are never changed (copies replace them).
 
         Args:
             messages: The request's messages, OpenAI format (pipecat's ``LLMSpecificMessage`` pass as they are).
@@ -164,7 +164,7 @@ def _compatible_server(llm: LLMService[Any]) -> bool:
 
 
 def message_dialect(llm: LLMService[Any], lane_role: str | None = None) -> MessageDialect:
-    """The dialect of ``llm``'s provider.
+    """The dialect of ``llm``'s vendor.
 
     Args:
         llm: The call's LLM service (built from the settings or by the user).

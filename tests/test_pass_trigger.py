@@ -1,4 +1,4 @@
-"""The compaction triggers: reference (what recent turns still refer to), pipecat's threshold, the cadence."""
+"""The pass triggers: reference (what recent turns still refer to), pipecat's threshold, the cadence."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import datetime as dt
 import pytest
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction import Compactor
-from voice_agent.core.compaction_trigger import (
+from voice_agent.core.pass_trigger import (
     PIPECAT_MAX_UNSUMMARIZED_MESSAGES,
     PIPECAT_MIN_MESSAGES_AFTER_SUMMARY,
-    CompactionTrigger,
+    PassTrigger,
     ShownSizes,
 )
+from voice_agent.core.passes import PassScheduler
 from voice_agent.core.policy import ContextPolicy, PolicyError, Trigger
 from voice_agent.core.summary import EpisodeSummary, SummaryRequest
 from voice_agent.settings import Settings, SettingsError, with_overrides
@@ -41,36 +41,36 @@ def reference_state(**policy: int) -> CallState:
 
 
 def play(
-    state: CallState, lines: list[tuple[str, str]], trigger: CompactionTrigger
+    state: CallState, lines: list[tuple[str, str]], trigger: PassTrigger
 ) -> list[tuple[int, tuple[int, ...]]]:
     """Plays caller/agent pairs, scheduling at each turn start; returns (turn, turns folded) per pass."""
     passes = []
     for caller, agent in lines:
         state.start_turn(caller)
-        regeneration = trigger.schedule(state)
-        if regeneration is not None:
-            passes.append((regeneration.turn, tuple(t for t in range(1, state.turn) if regeneration.folds(t))))
+        scheduled = trigger.schedule(state)
+        if scheduled is not None:
+            passes.append((scheduled.turn, tuple(t for t in range(1, state.turn) if scheduled.folds(t))))
         state.record_agent(agent)
     return passes
 
 
-def test_a_turn_still_referred_to_stays_raw_past_k_and_the_rest_is_compacted_early() -> None:
+def test_a_turn_still_referred_to_stays_raw_past_k_and_the_rest_is_folded_early() -> None:
     state = reference_state(keep=4, floor=2, batch=2)
-    trigger = CompactionTrigger()
+    trigger = PassTrigger()
     lines = [("My router is the ZX-4410 model and its lights keep blinking.", "Let's look at that.")]
     lines += FILLER[:6]
     lines += [("Back to the ZX-4410: the lights are still blinking.", "Understood.")]
     lines += FILLER[6:]
     passes = play(state, lines, trigger)
     folded = {t for _, ts in passes for t in ts}
-    # Turn 1 is referred to by turn 8 and says a value no lane holds: never compacted, though far past K=4.
+    # Turn 1 is referred to by turn 8 and says a value no lane holds: never summarized, though far past K=4.
     assert 1 not in folded and 1 in state.tracker.held
     assert 1 in {e.turn for e in state.raw_entries()}
-    # The side questions nothing refers to were compacted, some inside K (the call had moved on).
+    # The side questions nothing refers to were folded, some inside K (the call had moved on).
     assert {2, 3, 4}.issubset(folded)
     first_pass_turn, first_folds = passes[0]
     assert max(first_folds) > first_pass_turn - state.policy.keep
-    # The floor is never compacted.
+    # The floor is never summarized.
     for turn, ts in passes:
         assert all(t < turn - state.policy.floor for t in ts)
     explained = trigger.decisions[0]
@@ -79,8 +79,8 @@ def test_a_turn_still_referred_to_stays_raw_past_k_and_the_rest_is_compacted_ear
 
 def test_a_pass_waits_for_batch_unreferenced_turns() -> None:
     state = reference_state(keep=6, floor=2, batch=3)
-    passes = play(state, UNRELATED, CompactionTrigger())
-    assert passes, "eight unrelated turns must compact"
+    passes = play(state, UNRELATED, PassTrigger())
+    assert passes, "eight unrelated turns must run a pass"
     assert all(len(ts) >= 3 for _, ts in passes)
     assert passes[0][0] > 3 + state.policy.floor  # not before three turns are waiting past the floor
 
@@ -88,13 +88,13 @@ def test_a_pass_waits_for_batch_unreferenced_turns() -> None:
 def test_at_most_k_turns_are_held() -> None:
     state = reference_state(keep=3, floor=1, batch=1)
     lines = [(f"Order ORD-00{n}1X{n} please.", "Noted.") for n in range(10)]
-    play(state, lines, CompactionTrigger(lanes_shown=False))
+    play(state, lines, PassTrigger(lanes_shown=False))
     assert len(state.tracker.held) <= 3
 
 
 def test_tracker_state_is_plain_data() -> None:
     state = reference_state(keep=4, floor=2, batch=2)
-    play(state, UNRELATED, CompactionTrigger())
+    play(state, UNRELATED, PassTrigger())
     fields = {f.name: getattr(state.tracker, f.name) for f in dataclasses.fields(state.tracker) if f.name != "policy"}
     assert set(fields) == {"summarized_through", "held"}
     assert isinstance(fields["summarized_through"], int)
@@ -103,7 +103,7 @@ def test_tracker_state_is_plain_data() -> None:
 
 def test_an_agent_commitment_keeps_its_turn_until_a_tool_carries_it_out() -> None:
     state = reference_state(keep=3, floor=1, batch=1)
-    trigger = CompactionTrigger()
+    trigger = PassTrigger()
     play(state, [("I'd like the charge looked at later.", "I'll look it up when we get to the charge.")], trigger)
     play(state, FILLER[:5], trigger)
     assert 1 in state.tracker.held
@@ -123,25 +123,25 @@ def _completed():
 
 def test_threshold_trigger_follows_pipecats_defaults() -> None:
     state = CallState(policy=ContextPolicy(trigger=Trigger.THRESHOLD))
-    trigger = CompactionTrigger()
+    trigger = PassTrigger()
     fired = None
     for n in range(1, 30):
         state.start_turn(f"question {n}")
-        regeneration = trigger.schedule(state)
-        if regeneration is not None:
-            fired = (n, regeneration)
+        scheduled = trigger.schedule(state)
+        if scheduled is not None:
+            fired = (n, scheduled)
             break
         state.record_agent(f"answer {n}")
     assert fired is not None
-    turn, regeneration = fired
+    turn, scheduled = fired
     # 2 messages per turn: the 20th unsummarized message is the caller's on turn 10.
     assert 2 * turn - 1 >= PIPECAT_MAX_UNSUMMARIZED_MESSAGES > 2 * (turn - 1) - 1
-    kept = state.transcript.in_turns(regeneration.last + 1, turn)
+    kept = state.transcript.in_turns(scheduled.last + 1, turn)
     assert len(kept) >= PIPECAT_MIN_MESSAGES_AFTER_SUMMARY
-    assert regeneration.first == 1
+    assert scheduled.first == 1
 
 
-def test_compactor_folds_only_the_turns_a_reference_pass_names() -> None:
+def test_pass_scheduler_folds_only_the_turns_a_reference_pass_names() -> None:
     seen: list[set[int]] = []
 
     class Recording:
@@ -150,11 +150,11 @@ def test_compactor_folds_only_the_turns_a_reference_pass_names() -> None:
             return EpisodeSummary()
 
     state = reference_state(keep=4, floor=2, batch=2)
-    compactor = Compactor(Recording())
+    pass_scheduler = PassScheduler(Recording())
     lines = [("My router is the ZX-4410 model.", "Right."), *UNRELATED[:6], ("The ZX-4410 again.", "Yes.")]
     for caller, agent in lines:
         state.start_turn(caller)
-        asyncio.run(compactor.on_turn_start(state))
+        asyncio.run(pass_scheduler.on_turn_start(state))
         state.record_agent(agent)
     assert seen and all(1 not in turns for turns in seen)
     assert set().union(*seen) >= {2, 3, 4}
@@ -181,7 +181,7 @@ def test_a_cache_price_makes_passes_fewer_and_larger_the_cheaper_the_cache() -> 
     for price in (None, 0.5, 0.1):
         state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
             trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=price))
-        passes = play(state, _long_unrelated(80), CompactionTrigger())
+        passes = play(state, _long_unrelated(80), PassTrigger())
         counts[price] = len(passes)
         assert passes, price
     assert counts[None] > counts[0.5] > counts[0.1]
@@ -192,7 +192,7 @@ def test_a_cache_priced_pass_folds_more_turns_and_keeps_the_floor() -> None:
     for price in (None, 0.1):
         state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
             trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=price))
-        passes = play(state, _long_unrelated(60), CompactionTrigger())
+        passes = play(state, _long_unrelated(60), PassTrigger())
         sizes[price] = sum(len(ts) for _, ts in passes) / len(passes)
         assert all(t < turn - 2 for turn, ts in passes for t in ts)
     assert sizes[0.1] >= 3 * sizes[None]
@@ -208,7 +208,7 @@ def test_a_priced_pass_is_reckoned_on_what_the_requests_show() -> None:
         state = CallState(reference_date=dt.date(2026, 11, 30), policy=ContextPolicy(
             trigger=Trigger.REFERENCE, keep=4, floor=2, batch=1, cache_price=0.25))
         state.summary = big
-        trigger = CompactionTrigger()
+        trigger = PassTrigger()
         if shown is not None:
             trigger.shown = lambda s: dataclasses.replace(shown, knowledge={t: 80 for t in range(1, s.turn)}
                                                           if shown.knowledge else {})

@@ -1,22 +1,22 @@
-"""Compaction safety: force a summary pass at every turn and check that no identifier argument changes.
+"""Pass safety: force a summary pass at every turn and check that no identifier argument changes.
 
 A trace is the transcript of one simulated call (every caller and agent utterance,
 tool call with arguments, and tool result), written by :func:`record_trace`. The
 harness replays it twice per policy, teacher-forced (both runs follow the trace's
 own history):
 
-* compacted: at the start of every turn a summary pass runs. In ``window`` mode it
+* forced: at the start of every turn a summary pass runs. In ``window`` mode it
   folds every turn that left the raw window (the last K turns stay raw, DESIGN rule 3);
   in ``all`` mode, the maximal stress test, everything before the current turn is
   summarized and only the current turn stays raw;
-* uncompacted: no pass ever runs, so the whole call stays raw.
+* raw: no pass ever runs, so the whole call stays raw.
 
 At every inference point of the trace (after the caller's words, and after each
 batch of tool results) the domain's reference brain, which sees only the assembled
 context, proposes its reply under both; the identifier arguments of the tool calls
 it would make are diffed. Any difference is a defect: a ``mismatch`` (same tool,
-different identifier), a ``missing`` call (only the uncompacted run makes it) or an
-``extra`` one (only the compacted run makes it).
+different identifier), a ``missing`` call (only the raw run makes it) or an
+``extra`` one (only the forced run makes it).
 
 Only :func:`record_trace` runs the pipecat pipeline; the harness is pure core.
 """
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from voice_agent.agent.brain import BrainReply
 from voice_agent.call.factory import build_session
 from voice_agent.core.call_state import CallState
-from voice_agent.core.policy import ContextPolicy, PolicyTracker, Regeneration
+from voice_agent.core.policy import ContextPolicy, PolicyTracker, ScheduledPass
 from voice_agent.core.tool_gate import ToolGate
 from voice_agent.core.tool_spec import ParamKind
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
@@ -46,7 +46,7 @@ from voice_agent.policies.base import Policy
 from voice_agent.settings import load_settings, with_overrides
 
 TRACE_FORMAT = "voice-agent-trace/1"
-CompactionMode = Literal["window", "all"]
+ForcedPassMode = Literal["window", "all"]
 
 
 # -- traces ------------------------------------------------------------------------------------------------------------
@@ -168,23 +168,23 @@ def load_traces(path: Path | str) -> list[dict[str, Any]]:
 
 
 @dataclass
-class ForcedCompaction(PolicyTracker):
+class ForcedPassTracker(PolicyTracker):
     """A tracker that runs a summary pass at the start of every turn.
 
     Attributes:
         mode: ``window``: fold every turn older than the raw window; ``all``: fold every earlier turn.
     """
 
-    mode: CompactionMode = "window"
+    mode: ForcedPassMode = "window"
 
-    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> Regeneration | None:
+    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> ScheduledPass | None:
         """The pass due at the start of ``turn``: always, when there is anything new to fold."""
         last = turn - 1 if self.mode == "all" else self.policy.summarizable_through(turn)
         if last <= self.summarized_through:
             return None
-        regeneration = Regeneration(turn=turn, first=self.summarized_through + 1, last=last)
+        scheduled = ScheduledPass(turn=turn, first=self.summarized_through + 1, last=last)
         self.summarized_through = last
-        return regeneration
+        return scheduled
 
     def raw_from(self, turn: int) -> int:
         """In ``all`` mode only unsummarized turns stay raw; otherwise at least the last K."""
@@ -194,10 +194,10 @@ class ForcedCompaction(PolicyTracker):
 
 
 @dataclass
-class NoCompaction(PolicyTracker):
-    """A tracker that never runs a pass: the whole call stays raw (the uncompacted reference)."""
+class NoPassTracker(PolicyTracker):
+    """A tracker that never runs a pass: the whole call stays raw (what the forced run is compared with)."""
 
-    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> Regeneration | None:
+    def on_turn_start(self, turn: int, context_tokens: int | None = None) -> ScheduledPass | None:
         """Never a pass."""
         return None
 
@@ -211,7 +211,7 @@ class NoCompaction(PolicyTracker):
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One identifier argument that differs between the compacted and the uncompacted run.
+    """One identifier argument that differs between the forced and the raw run.
 
     Attributes:
         policy: The policy.
@@ -220,8 +220,8 @@ class Mismatch:
         point: The inference point's position in the trace (entry index it follows).
         tool: The tool.
         argument: The identifier argument.
-        compacted: Its value in the compacted run (None: the call or the argument is absent).
-        uncompacted: Its value in the uncompacted run (None: likewise).
+        forced: Its value in the forced run (None: the call or the argument is absent).
+        raw: Its value in the raw run (None: likewise).
         kind: ``mismatch``, ``missing`` or ``extra``.
         trace: The trace's scenario.
     """
@@ -232,8 +232,8 @@ class Mismatch:
     point: int
     tool: str
     argument: str
-    compacted: str | None
-    uncompacted: str | None
+    forced: str | None
+    raw: str | None
     kind: str
     trace: str = ""
 
@@ -256,9 +256,9 @@ class SafetyResult:
     Attributes:
         policy: The policy.
         inference_points: Points compared (per seed, summed).
-        calls_compared: Tool calls with identifier arguments proposed by the uncompacted run.
+        calls_compared: Tool calls with identifier arguments proposed by the raw run.
         mismatches: Every difference found.
-        passes: Summary passes run in the compacted runs.
+        passes: Summary passes run in the forced runs.
     """
 
     policy: str
@@ -332,11 +332,11 @@ def _id_calls(reply: BrainReply, domain: Domain) -> list[tuple[str, dict[str, st
 
 
 def diff_replies(
-    compacted: BrainReply, uncompacted: BrainReply, domain: Domain, *, policy: str, seed: int, turn: int, point: int
+    forced: BrainReply, raw: BrainReply, domain: Domain, *, policy: str, seed: int, turn: int, point: int
 ) -> tuple[int, list[Mismatch]]:
     """Diffs the identifier arguments of two replies; returns (calls compared, mismatches)."""
-    left = _id_calls(compacted, domain)
-    right = _id_calls(uncompacted, domain)
+    left = _id_calls(forced, domain)
+    right = _id_calls(raw, domain)
     found: list[Mismatch] = []
     used: set[int] = set()
     for tool, want in right:
@@ -357,14 +357,14 @@ def diff_replies(
 
 
 async def check_trace(
-    trace: Mapping[str, Any], policy: PolicyName, *, mode: CompactionMode = "window", retention: float | None = None,
+    trace: Mapping[str, Any], policy: PolicyName, *, mode: ForcedPassMode = "window", retention: float | None = None,
     seed: int | None = None, domain: Domain | None = None,
 ) -> SafetyResult:
     """Runs the harness on one trace under one policy and one seed.
 
     Args:
         trace: The trace (see :func:`trace_of_state`).
-        policy: The policy whose compaction is tested.
+        policy: The policy whose passes are tested.
         mode: ``window`` (keep the last K turns raw) or ``all`` (summarize everything before the current turn).
         retention: R of the summarizer (default: the trace's).
         seed: The summarizer's seed (default: the trace's).
@@ -378,20 +378,20 @@ async def check_trace(
     tracked = flat_tracked({k: tuple(v) for k, v in dict(trace.get("tracked_facts", {})).items()})
     tools = [t.name for t in dom.tools]
 
-    # The forced and uncompacted trackers below decide every pass: the cadence trigger is the one that asks them.
+    # The forced and raw trackers below decide every pass: the cadence trigger is the one that asks them.
     settings = with_overrides(load_settings(), policy={"name": policy.value, "trigger": "cadence",
                                                        "keep": ctx_policy.keep, "every": ctx_policy.every},
                               call={"reference_date": reference})
 
     def make_run(tracker: PolicyTracker) -> tuple[_Run, ToolGate]:
-        # Built by the call factory like any call; only the compaction trigger is the harness's own.
+        # Built by the call factory like any call; only the pass trigger is the harness's own.
         session = build_session(settings, str(trace.get("scenario", "trace")), dom,
                                 FaultInjectingSummarizer(r, tracked, s))
         session.state.tracker = tracker
         return _Run(session.state, session.policy, dom.brain()), session.gate
 
-    compacted, gate_c = make_run(ForcedCompaction(ctx_policy, mode=mode))
-    reference_run, gate_u = make_run(NoCompaction(ctx_policy))
+    forced, gate_c = make_run(ForcedPassTracker(ctx_policy, mode=mode))
+    reference_run, gate_u = make_run(NoPassTracker(ctx_policy))
     result = SafetyResult(policy.value)
     entries = [_entry(e) for e in trace["entries"]]
     calls_c: dict[str, TranscriptEntry] = {}
@@ -399,7 +399,7 @@ async def check_trace(
     for i, entry in enumerate(entries):
         following = entries[i + 1] if i + 1 < len(entries) else None
         if entry.kind is EntryKind.CALLER:
-            for run in (compacted, reference_run):
+            for run in (forced, reference_run):
                 if entry.turn > run.state.turn:
                     run.state.turn = entry.turn - 1
                     run.state.start_turn(entry.text)
@@ -408,26 +408,26 @@ async def check_trace(
                     run.state.add_caller_text(entry.text)
             point = following is None or following.kind is not EntryKind.CALLER or following.turn != entry.turn
         else:
-            _apply(compacted, gate_c, entry, calls_c)
+            _apply(forced, gate_c, entry, calls_c)
             _apply(reference_run, gate_u, entry, calls_u)
             point = entry.kind is EntryKind.TOOL_RESULT and (
                 following is None or following.kind is not EntryKind.TOOL_RESULT)
         if not point:
             continue
         replies = [
-            run.brain.respond(run.policy.build(run.state).messages, tools) for run in (compacted, reference_run)
+            run.brain.respond(run.policy.build(run.state).messages, tools) for run in (forced, reference_run)
         ]
         compared, found = diff_replies(replies[0], replies[1], dom, policy=policy.value, seed=s, turn=entry.turn,
                                        point=entry.index)
         result.inference_points += 1
         result.calls_compared += compared
         result.mismatches += found
-    result.passes = len(compacted.state.drop_log.events)
+    result.passes = len(forced.state.drop_log.events)
     return result
 
 
-async def compaction_safety(
-    traces: Sequence[Mapping[str, Any]], policies: Sequence[PolicyName], *, mode: CompactionMode = "window",
+async def pass_safety(
+    traces: Sequence[Mapping[str, Any]], policies: Sequence[PolicyName], *, mode: ForcedPassMode = "window",
     retention: float | None = None, seed: int | None = None, runs: int = 1,
 ) -> dict[str, Any]:
     """The harness over several traces, policies and seeds; returns the JSON report.
@@ -435,7 +435,7 @@ async def compaction_safety(
     Args:
         traces: Traces of simulated calls.
         policies: Policies to test.
-        mode: ``window`` or ``all`` (see :class:`ForcedCompaction`).
+        mode: ``window`` or ``all`` (see :class:`ForcedPassTracker`).
         retention: R of the summarizer (default: each trace's).
         seed: First seed (default: each trace's); seeds ``seed .. seed + runs - 1`` are run.
         runs: Seeds per trace and policy.

@@ -1,4 +1,4 @@
-"""The live trigger: run summary regenerations when the policy says so, and log drops."""
+"""The live trigger: run summary passes when the policy says so, and log drops."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 from loguru import logger
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.compaction_trigger import CompactionTrigger
 from voice_agent.core.drop_log import SummaryPass, facts_present
-from voice_agent.core.policy import Regeneration
+from voice_agent.core.pass_trigger import PassTrigger
+from voice_agent.core.policy import ScheduledPass
 from voice_agent.core.role_scrub import scrub_summary
 from voice_agent.core.summary import Summarizer, SummaryRequest
 from voice_agent.core.transcript import TranscriptEntry
@@ -36,14 +36,14 @@ def tracked_facts(state: CallState) -> dict[str, str]:
     return facts
 
 
-def folded_entries(state: CallState, regeneration: Regeneration) -> list[TranscriptEntry]:
+def folded_entries(state: CallState, scheduled: ScheduledPass) -> list[TranscriptEntry]:
     """The transcript entries a pass receives (a ``reference`` pass skips the turns it holds)."""
-    entries = state.transcript.in_turns(regeneration.first, regeneration.last)
-    return [e for e in entries if regeneration.folds(e.turn)] if regeneration.turns else entries
+    entries = state.transcript.in_turns(scheduled.first, scheduled.last)
+    return [e for e in entries if scheduled.folds(e.turn)] if scheduled.turns else entries
 
 
-class Compactor:
-    """Runs the policy's regenerations for one call.
+class PassScheduler:
+    """Schedules and runs the policy's summary passes for one call.
 
     Every pass's output is scrubbed: ledger values become their roles, whatever the
     summarizer wrote (DESIGN rule 9).
@@ -54,26 +54,26 @@ class Compactor:
 
     def __init__(self, summarizer: Summarizer) -> None:
         self.summarizer = summarizer
-        self.trigger = CompactionTrigger()
+        self.trigger = PassTrigger()
 
     async def on_turn_start(self, state: CallState, context_tokens: int | None = None) -> SummaryPass | None:
-        """Regenerates the summary if due at the start of ``state.turn``; returns the pass."""
-        regeneration = self.schedule(state, context_tokens)
-        if regeneration is None:
+        """Runs a summary pass if one is due at the start of ``state.turn``; returns the pass."""
+        scheduled = self.schedule(state, context_tokens)
+        if scheduled is None:
             return None
-        return await self.run(state, regeneration)
+        return await self.run(state, scheduled)
 
-    def schedule(self, state: CallState, context_tokens: int | None = None) -> Regeneration | None:
+    def schedule(self, state: CallState, context_tokens: int | None = None) -> ScheduledPass | None:
         """The pass due at the start of ``state.turn``, if any (steps the policy's trigger; runs nothing)."""
         return self.trigger.schedule(state, context_tokens)
 
-    async def run(self, state: CallState, regeneration: Regeneration) -> SummaryPass:
+    async def run(self, state: CallState, scheduled: ScheduledPass) -> SummaryPass:
         """Runs one scheduled pass on the summary and ledger as they are now, and logs its drops.
 
         In the background this may start turns after it was scheduled: the turns it folds are fixed by
-        ``regeneration``, the previous summary is the one the last landed pass left.
+        ``scheduled``, the previous summary is the one the last landed pass left.
         """
-        leaving = folded_entries(state, regeneration)
+        leaving = folded_entries(state, scheduled)
         tracked = tracked_facts(state)
         # Keyed like the drop log ("ledger:order#2"), so several entries of one role stay apart.
         identifiers = {value: key.removeprefix("ledger:") for key, value in tracked.items()
@@ -83,22 +83,22 @@ class Compactor:
             turns=leaving,
             ledger_roles=[e.role for e in state.ledger.entries],
             slot_names=state.slots.fields,
-            regeneration_turn=regeneration.turn,
+            pass_turn=scheduled.turn,
             identifiers={e.value: e.role for e in state.ledger.entries},
         )
         text_in = state.summary.render() + "\n" + "\n".join(e.render() for e in leaving)
         scrubbed: dict[str, int] = {}
         new_summary = scrub_summary(await self.summarizer.summarize(request), identifiers, scrubbed)
-        state.summary = new_summary.model_copy(update={"covers_through_turn": regeneration.last})
+        state.summary = new_summary.model_copy(update={"covers_through_turn": scheduled.last})
         text_out = new_summary.render()
         event = state.drop_log.record(
-            regeneration.turn, facts_present(text_in, tracked), facts_present(text_out, tracked),
+            scheduled.turn, facts_present(text_in, tracked), facts_present(text_out, tracked),
             {f"ledger:{role}": n for role, n in scrubbed.items()},
         )
-        return SummaryPass(regeneration.turn, text_in, text_out, event)
+        return SummaryPass(scheduled.turn, text_in, text_out, event)
 
 
-PassRunner = Callable[[Regeneration], Awaitable[SummaryPass]]
+PassRunner = Callable[[ScheduledPass], Awaitable[SummaryPass]]
 """Runs one scheduled pass (a policy's ``run`` bound to its call state)."""
 
 
@@ -118,7 +118,7 @@ class BackgroundPasses:
     def __init__(self, state: CallState, on_landed: Callable[[SummaryPass], None]) -> None:
         self.state = state
         self.on_landed = on_landed
-        self._pending: deque[Regeneration] = deque()
+        self._pending: deque[ScheduledPass] = deque()
         self._tasks: list[asyncio.Task[SummaryPass | None]] = []
 
     @property
@@ -130,9 +130,9 @@ class BackgroundPasses:
         self._pending.popleft()
         self.state.unsummarized_from = self._pending[0].first if self._pending else None
 
-    def start(self, regeneration: Regeneration, run: PassRunner) -> asyncio.Task[SummaryPass | None]:
-        """Schedules ``run(regeneration)`` after every pass already started; returns at once."""
-        self._pending.append(regeneration)
+    def start(self, scheduled: ScheduledPass, run: PassRunner) -> asyncio.Task[SummaryPass | None]:
+        """Schedules ``run(scheduled)`` after every pass already started; returns at once."""
+        self._pending.append(scheduled)
         self.state.unsummarized_from = self._pending[0].first
         previous = self._tasks[-1] if self._tasks else None
 
@@ -140,13 +140,13 @@ class BackgroundPasses:
             if previous is not None:
                 await asyncio.wait([previous])  # its outcome is its own; this pass needs only its summary
             try:
-                summary_pass = await run(regeneration)
+                summary_pass = await run(scheduled)
             except asyncio.CancelledError:
                 self._release()
                 raise
             except Exception:  # a broken pass must not take the call down
                 logger.exception("summary pass of turn {} failed; its turns leave the window unsummarized",
-                                 regeneration.turn)
+                                 scheduled.turn)
                 self._release()
                 return None
             self._release()
@@ -154,7 +154,7 @@ class BackgroundPasses:
             self.on_landed(landed)
             return landed
 
-        task = asyncio.create_task(chained(), name=f"summary-pass-{regeneration.turn}")
+        task = asyncio.create_task(chained(), name=f"summary-pass-{scheduled.turn}")
         self._tasks = [t for t in self._tasks if not t.done()] + [task]
         return task
 

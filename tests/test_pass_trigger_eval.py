@@ -8,8 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from voice_agent.cli import app
-from voice_agent.core.compaction_trigger import CompactionTrigger
-from voice_agent.harness.evaluation.compaction_triggers import (
+from voice_agent.core.pass_trigger import PassTrigger
+from voice_agent.harness.evaluation.long_calls import QUESTIONS, TOPICS, long_call
+from voice_agent.harness.evaluation.pass_triggers import (
     PIPECAT,
     TriggerSpec,
     lost_facts,
@@ -17,7 +18,6 @@ from voice_agent.harness.evaluation.compaction_triggers import (
     table_rows,
     verdicts,
 )
-from voice_agent.harness.evaluation.long_calls import QUESTIONS, TOPICS, long_call
 from voice_agent.harness.scenarios import load_scenario
 
 runner = CliRunner()
@@ -41,22 +41,22 @@ def test_long_calls_state_facts_early_and_need_them_late() -> None:
     assert not any(ACTION_WORDS.search(q) for q in QUESTIONS)  # side questions ask the agent to do nothing
 
 
-def test_a_trigger_that_compacts_a_referenced_turn_shows_as_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trigger_that_folds_a_referenced_turn_shows_as_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     # R = 0: every pass loses every fact it receives, so only a turn kept raw keeps its fact.
     played = {"scenarios": [(load_scenario("late_first_use"), 0)]}
     good = run_table([TriggerSpec("reference", "reference")], retention=0.0, corpora=["scenarios"], played=played)
-    monkeypatch.setattr(CompactionTrigger, "_referenced", lambda *_: None)  # nothing refers to anything
-    bad = run_table([TriggerSpec("compacts referenced", "reference")], retention=0.0, corpora=["scenarios"],
+    monkeypatch.setattr(PassTrigger, "_referenced", lambda *_: None)  # nothing refers to anything
+    bad = run_table([TriggerSpec("folds referenced", "reference")], retention=0.0, corpora=["scenarios"],
                     played=played)
     results = good + bad
     lost = lost_facts(results, baseline="reference")
-    assert lost[("scenarios", "rolling", "compacts referenced")] >= 1
+    assert lost[("scenarios", "rolling", "folds referenced")] >= 1
     assert lost[("scenarios", "rolling", "reference")] == 0
     rows = {(r["policy"], r["trigger"]): r for r in table_rows(results, baseline="reference")}
-    assert rows[("rolling", "compacts referenced")]["present"] < rows[("rolling", "reference")]["present"]
-    assert rows[("rolling", "compacts referenced")]["reasks_per_call"] > 0  # the agent asks for it again
-    # lanes holds the account number in its ledger: compacting the turn loses nothing there.
-    assert lost[("scenarios", "lanes", "compacts referenced")] == 0
+    assert rows[("rolling", "folds referenced")]["present"] < rows[("rolling", "reference")]["present"]
+    assert rows[("rolling", "folds referenced")]["reasks_per_call"] > 0  # the agent asks for it again
+    # lanes holds the account number in its ledger: folding the turn loses nothing there.
+    assert lost[("scenarios", "lanes", "folds referenced")] == 0
 
 
 def _row(policy: str, trigger: str, tokens: float, lost: int = 0, gained: int = 0) -> dict[str, object]:
@@ -77,7 +77,7 @@ def test_verdicts_need_no_loss_and_tokens_at_or_under_pipecat() -> None:
 def test_policy_explains_a_reference_run() -> None:
     result = runner.invoke(app, ["policy", "--trigger", "reference", "--scenario", "late_first_use"])
     assert result.exit_code == 0, result.output
-    assert "compacted turns" in result.output and "refers to it" in result.output
+    assert "folded turns" in result.output and "refers to it" in result.output
 
 
 def test_policy_refuses_a_reference_trigger_without_a_scenario() -> None:

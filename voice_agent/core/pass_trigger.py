@@ -1,4 +1,4 @@
-"""When to compact: the cadence, pipecat's threshold rule, or what the recent turns still refer to.
+"""When a pass runs: the cadence, pipecat's threshold rule, or what the recent turns still refer to.
 
 The ``reference`` trigger looks, at the start of every turn, at each older turn not yet summarized and
 asks whether anything in the recent turns (the last K) still refers to it:
@@ -12,7 +12,7 @@ asks whether anything in the recent turns (the last K) still refers to it:
   get to the charge") that no later tool result has carried out, a caller question with no answer yet.
 
 A referred-to turn stays raw, even past K (at most K such turns are held; the longest held goes first).
-A turn nothing refers to is compacted, even inside K ("the call has moved on"), except the last
+A turn nothing refers to is folded, even inside K ("the call has moved on"), except the last
 ``floor`` turns. A pass runs once ``batch`` turns are waiting, so passes (model calls) stay few.
 
 Cost per turn: each completed turn's anchors are computed once and cached; a decision looks at the last
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from voice_agent.core.call_state import CallState
-from voice_agent.core.policy import Regeneration, Trigger
+from voice_agent.core.policy import ScheduledPass, Trigger
 from voice_agent.core.tokens import estimate_tokens
 from voice_agent.core.transcript import EntryKind, ToolOutcome, TranscriptEntry
 
@@ -164,11 +164,11 @@ def _digit_tokens(text: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class TriggerDecision:
-    """One ``reference`` pass, explained: which turns it compacted, which it held, and why.
+    """One ``reference`` pass, explained: which turns it folded, which it held, and why.
 
     Attributes:
         turn: The turn at whose start the pass runs.
-        folded: (turn, why nothing refers to it any more) per compacted turn.
+        folded: (turn, why nothing refers to it any more) per folded turn.
         held: (turn, what still refers to it) per turn kept raw past the floor.
     """
 
@@ -228,7 +228,7 @@ class ShownSizes:
     knowledge: Mapping[int, int] = field(default_factory=dict)
 
 
-class CompactionTrigger:
+class PassTrigger:
     """Decides, per call, which pass runs at the start of a turn, for the policy's trigger.
 
     ``cadence`` steps the :class:`~voice_agent.core.policy.PolicyTracker` as the calculator does;
@@ -275,7 +275,7 @@ class CompactionTrigger:
         self.carried += price * leaving
         return self.carried >= (1.0 - price) * staying
 
-    def schedule(self, state: CallState, context_tokens: int | None = None) -> Regeneration | None:
+    def schedule(self, state: CallState, context_tokens: int | None = None) -> ScheduledPass | None:
         """The pass due at the start of ``state.turn``, if any (updates the tracker; runs nothing)."""
         trigger = state.policy.trigger
         if trigger is Trigger.REFERENCE:
@@ -284,7 +284,7 @@ class CompactionTrigger:
             return self._threshold(state, context_tokens)
         return state.tracker.on_turn_start(state.turn, context_tokens)
 
-    def _threshold(self, state: CallState, context_tokens: int | None) -> Regeneration | None:
+    def _threshold(self, state: CallState, context_tokens: int | None) -> ScheduledPass | None:
         """pipecat's rule: 20 messages since the summary, or 8000 tokens; keep the last 4 messages.
 
         A message is one transcript entry (utterance, tool call, tool result); a pass folds whole turns,
@@ -308,14 +308,14 @@ class CompactionTrigger:
         last -= 1  # ``last`` was the oldest turn kept; everything before it is folded
         if last < first:
             return None
-        regeneration = Regeneration(turn=turn, first=first, last=last)
-        tracker.advance(regeneration, last)
+        scheduled = ScheduledPass(turn=turn, first=first, last=last)
+        tracker.advance(scheduled, last)
         why = (f"{len(raw)} messages since the summary (>= {PIPECAT_MAX_UNSUMMARIZED_MESSAGES})"
                if len(raw) >= PIPECAT_MAX_UNSUMMARIZED_MESSAGES else f"~{tokens} tokens (>= {limit})")
         self.decisions.append(TriggerDecision(turn, tuple((u, why) for u in range(first, last + 1)), ()))
-        return regeneration
+        return scheduled
 
-    def _reference(self, state: CallState) -> Regeneration | None:
+    def _reference(self, state: CallState) -> ScheduledPass | None:
         tracker, policy, turn = state.tracker, state.policy, state.turn
         self.index.catch_up(state)
         through = turn - policy.floor - 1
@@ -336,7 +336,7 @@ class CompactionTrigger:
                 folded.append((u, f"nothing in turns {later}-{turn} refers to it"))
             else:
                 held.append((u, why))
-        while len(held) > policy.keep:  # at most K turns held: the longest held is compacted first
+        while len(held) > policy.keep:  # at most K turns held: the longest held is folded first
             u, why = held.pop(0)
             folded.append((u, f"held longest ({why}); at most K={policy.keep} turns are held"))
         # Priced, the turns past the cap leave at the next pass that pays (they ride, cached, until then): forcing a
@@ -346,10 +346,10 @@ class CompactionTrigger:
             return None
         self.carried = 0.0
         folds = tuple(sorted(u for u, _ in folded))
-        regeneration = Regeneration(turn=turn, first=folds[0], last=folds[-1], turns=folds)
-        tracker.advance(regeneration, max(through, tracker.summarized_through), tuple(u for u, _ in held))
+        scheduled = ScheduledPass(turn=turn, first=folds[0], last=folds[-1], turns=folds)
+        tracker.advance(scheduled, max(through, tracker.summarized_through), tuple(u for u, _ in held))
         self.decisions.append(TriggerDecision(turn, tuple(sorted(folded)), tuple(held)))
-        return regeneration
+        return scheduled
 
     @staticmethod
     def _lane_values(state: CallState) -> list[tuple[str, str]]:

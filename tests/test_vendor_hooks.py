@@ -1,4 +1,4 @@
-"""Provider hooks: the lane role, tool-call content, OpenAI's ``prompt_cache_key`` and Anthropic's breakpoint.
+"""Vendor hooks: the lane role, tool-call content, OpenAI's ``prompt_cache_key`` and Anthropic's breakpoint.
 
 The request-level tests run pipecat's real OpenAI and Anthropic services through our pipeline, their
 network faked on 127.0.0.1, and read the request bodies the SDKs sent.
@@ -20,7 +20,7 @@ from tests.fakes.openai_server import FakeOpenAIServer, chunk, openai_settings, 
 from voice_agent.call.factory import build_call
 from voice_agent.core.assembler import CONSTRAINTS_REMINDER, AssembledContext
 from voice_agent.harness.simulation.text_call import CallerLine, run_text_call
-from voice_agent.services.provider_hooks import MessageDialect, is_openai_api, message_dialect
+from voice_agent.services.vendor_hooks import MessageDialect, is_openai_api, message_dialect
 from voice_agent.settings import SettingsError, load_settings, with_overrides
 
 LINES = [CallerLine(1, "Hi, is paperless billing free?"), CallerLine(2, "And can I pay by card?")]
@@ -107,11 +107,11 @@ def test_lane_role_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
                                             r"'developer', 'system' or 'user'"):
         load_settings()
     monkeypatch.setenv("VOICE_AGENT_LLM__LANE_ROLE", "system")
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "anthropic")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     with pytest.raises(SettingsError, match="lane_role=system is for OpenAI-compatible servers"):
         load_settings()
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     assert load_settings().llm.lane_role == "system"
 
@@ -129,7 +129,7 @@ async def test_openai_requests_carry_the_calls_prompt_cache_key(
     _answers(fake_openai)
     # OpenAI's own API (llm.base_url unset), its address faked through the SDK's own variable.
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     parts = build_call(with_overrides(load_settings(), **CALL), "call-7f3a")
     await run_text_call(parts.session, parts.llm, LINES)
@@ -184,7 +184,7 @@ def _breakpoints(body: dict[str, Any]) -> list[tuple[str, int, int]]:
 async def test_the_anthropic_breakpoints_land_on_the_constraints_and_the_last_stable_message_only(
     fake_anthropic: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("VOICE_AGENT_LLM__PROVIDER", "anthropic")
+    monkeypatch.setenv("VOICE_AGENT_LLM__VENDOR", "anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     parts = build_call(with_overrides(load_settings(), **CALL), "call-a")
     session = parts.session

@@ -1,8 +1,8 @@
-"""``voice-agent eval triggers``: when to compact, measured. Every trigger under ``lanes`` and ``rolling``, same calls.
+"""``voice-agent eval triggers``: when a pass runs, measured. Every trigger under ``lanes`` and ``rolling``, same calls.
 
 Triggers: the fixed cadence (S = 5 and any other S asked for), pipecat's built-in threshold rule at its
 defaults (20 unsummarized messages or 8000 tokens, keep the last 4 messages) and the ``reference`` trigger
-(:mod:`voice_agent.core.compaction_trigger`). Corpora:
+(:mod:`voice_agent.core.pass_trigger`). Corpora:
 
 * ``scenarios``: every scripted scenario under ``config/scenarios/`` and each of its paraphrases, played through
   the real pipeline against the reference agent (:mod:`voice_agent.harness.simulation.runner`), ``runs`` seeds each;
