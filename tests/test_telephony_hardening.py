@@ -701,7 +701,7 @@ def test_a_misspelt_environment_variable_is_one_line(monkeypatch: pytest.MonkeyP
             load_settings()
         monkeypatch.delenv(name)
     monkeypatch.setenv("VOICE_AGENT_NOTHING", "1")
-    with pytest.raises(SettingsError, match="SECTION one of CALL, DATES, LLM"):
+    with pytest.raises(SettingsError, match="SECTION one of CALL, CALLER_SPANS, DATES, LLM"):
         load_settings()
     monkeypatch.delenv("VOICE_AGENT_NOTHING")
 

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -276,9 +277,9 @@ def worker_pids(log: Path, proc: subprocess.Popen[bytes]) -> list[int]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         pids: dict[str, str] = {}
-        for line in log.read_text().splitlines():
-            if line.startswith("pid "):
-                pids.setdefault(*line.split()[1:])  # each index's first process
+        # Two workers print at once into one log: a line can hold both ("pid 0 12pid 1 34"), so match, not split.
+        for index, pid in re.findall(r"pid (\d+) (\d+)", log.read_text()):
+            pids.setdefault(index, pid)  # each index's first process
         if len(pids) == 2:
             return [int(pids["0"]), int(pids["1"])]  # by worker index
         assert proc.poll() is None or len(pids) == 2, log.read_text()

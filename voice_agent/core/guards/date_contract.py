@@ -378,8 +378,9 @@ def _last_assent(said: Sequence[SaidDates], d: date, reference: date) -> int | N
         # A bare weekday ("Monday, thank you") is a request for the nearest one only in the resolver's reading:
         # which Monday the caller means is read back, never assumed.
         bare = _bare_weekday(text)
-        # "Yes. Is that a Friday?" asks about the day: neither a request nor a yes, whatever it names
-        asked = asked and not _asks_back(text)
+        # "Yes. Is that a Friday?" asks about the day after the fact: no request, whatever it names ("Could you
+        # call me on the 10th?" is one)
+        asked = asked and not _asks_about_when_after(text)
         requested = bool(own) and (yes or asked) and (
             (_names_only(own, d) and not bare) or (bare and _picks_by_weekday(agents, text, own, d)))
         # "go with Thursday", "Thursday in the morning please" to "How about Thursday the 3rd?": the day proposed
@@ -432,9 +433,13 @@ def _asks_back(text: str) -> bool:
     work?"), or a later one asks about when ("Yes. Can it be later?"). A later question about something else
     ("aye, morning. Do I send the bills back?") leaves the yes a yes."""
     sentences = [m[0].strip() for m in _SENTENCE.finditer(text.strip())]
-    if not sentences:
-        return False
-    return sentences[0].endswith("?") or any(q.endswith("?") and signals.has_time_word(q) for q in sentences[1:])
+    return bool(sentences) and (sentences[0].endswith("?") or _asks_about_when_after(text))
+
+
+def _asks_about_when_after(text: str) -> bool:
+    """Whether a sentence after the first asks about when ("Yes. Is that a Friday?", "Okay. Can it be later?")."""
+    sentences = [m[0].strip() for m in _SENTENCE.finditer(text.strip())]
+    return any(q.endswith("?") and signals.has_time_word(q) for q in sentences[1:])
 
 
 def _aside(clause: str, reference: date) -> bool:
