@@ -217,7 +217,8 @@ def test_kill_9_of_one_of_two_workers_during_calls_is_not_an_outage(tmp_path: Pa
                  and all(t.latency_ms is not None for t in r.turns)]
         resumed = [r for r in results if r.legs > 1]
         report = "\n".join(r.render() for r in results if r not in whole)
-        assert len(whole) == CALLS, f"{len(whole)}/{CALLS} whole\n{report}\n{serve_log(log.read_text(errors='replace'))}"
+        served = serve_log(log.read_text(errors="replace"))
+        assert len(whole) == CALLS, f"{len(whole)}/{CALLS} whole\n{report}\n{served}"
         assert resumed, "no call ran on the killed worker"
         assert f"worker-{killed[0]} (pid {children[killed[0]].pid}) killed by SIGKILL; restarting it" in log.read_text()
         wait_for(log, f"worker-{killed[0]} ready (2/2)", proc)  # its replacement serves again
@@ -562,9 +563,11 @@ async def test_the_fleet_forgets_a_killed_workers_load_at_once(tmp_path: Path) -
         _busy, others = await survivor.beat(3, True)
         assert [(w.worker, w.live) for w in others] == [("w/1", 7)]
         child.kill()
-        child.wait()  # reaped, as the supervisor reaps a dead worker
+        # Dead but not reaped yet (a zombie: its supervisor is busy): gone already, its calls come back now.
+        wait_until(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE, "the child to be a zombie")
         _busy, others = await survivor.beat(3, True)
         assert others == []
+        child.wait()
     finally:
         if child.poll() is None:
             child.kill()
@@ -593,3 +596,74 @@ async def test_a_stream_counts_for_the_accept_gate_before_its_call_starts(tmp_pa
                     break
                 await asyncio.sleep(0.01)
             assert bridge.live_calls() == 1
+
+
+async def test_a_burst_of_a_dead_workers_calls_is_decided_stream_by_stream(tmp_path: Path) -> None:
+    """The survivor of a kill stops at its share even when the dead worker's calls all come back at once."""
+    from loguru import logger
+
+    from voice_agent.telephony.accept_gate import AcceptGate
+
+    class Listener:
+        def __init__(self) -> None:
+            self.listening = True
+
+        def pause_accepting(self) -> None:
+            self.listening = False
+
+        async def resume_accepting(self) -> None:
+            self.listening = True
+
+    fleet = LocalFleet(tmp_path / "fleet.sqlite3", "w/0", lease_secs=60)
+    for n in range(6):  # six calls hold slots: one runs here, five ran on the worker just killed
+        await fleet.reserve(FleetReservation(f"call-{n}", "twilio", f"CA{n}", 1), f"tok-{n}", ttl_secs=60)
+        await fleet.claim(f"tok-{n}")
+    live = [1]
+    listener = Listener()
+    gate = AcceptGate(fleet, 2, lambda: live[0], listener)
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="INFO", format="{message}")
+    try:
+        await gate.beat()
+        assert gate.accepting and listener.listening  # 1 of 6 here: below its share (3), it takes calls
+        for _ in range(5):  # all five come back before anything awaits (the old gate decided after the burst)
+            live[0] += 1
+            gate.stream_started()
+        assert not gate.accepting and not listener.listening and gate.pauses == 1
+        assert any("wait for its replacement (3 >= 3 of 6)" in line for line in lines), lines
+    finally:
+        logger.remove(sink)
+        await fleet.close()
+
+
+async def test_a_connection_accepted_just_before_a_pause_is_still_answered() -> None:
+    """Pausing a worker's accepting while a connection it took is still being set up keeps that connection."""
+    from voice_agent.telephony.process import stop_accepting
+
+    servers: list[asyncio.Server] = []
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            assert isinstance(transport, asyncio.Transport)
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.transport.write(data)
+
+    def pause_then_serve() -> asyncio.Protocol:
+        # asyncio makes the protocol, then the transport, in the accepted connection's task: a gate deciding to
+        # pause in between (a stream starting, a beat) is what happens on a busy worker.
+        stop_accepting(servers)
+        return Echo()
+
+    server = await asyncio.get_running_loop().create_server(pause_then_serve, "127.0.0.1", 0)
+    servers.append(server)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"hello")
+    assert await asyncio.wait_for(reader.read(5), 5) == b"hello"  # the old pause (close at once) reset it
+    writer.close()
+    await asyncio.sleep(0)
+    assert not server.is_serving()  # and the server did stop
+    with pytest.raises(OSError):
+        await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)

@@ -49,6 +49,8 @@ class Decision:
     why: str
     waited_out: bool = False
     """The wait for a missing worker's replacement ran out (the worker then takes calls until the group is whole)."""
+    waiting: bool = False
+    """This worker stops for a missing worker's replacement (logged when it starts, even if already stopped)."""
 
 
 def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], deaf_secs: float,
@@ -74,7 +76,7 @@ def should_accept(live: int, busy: int, group: int, others: list[WorkerLoad], de
     if len(present) + 1 < group and waiting > 0 and live >= share:
         if deaf_secs < MAX_DEAF_SECS and not waited_out:
             return Decision(False, f"a worker is missing; {waiting} call(s) wait for its replacement "
-                                   f"({live} >= {share} of {busy})")
+                                   f"({live} >= {share} of {busy})", waiting=True)
         return Decision(True, "a worker is missing, and this one waited for its replacement long enough",
                         waited_out=True)
     return Decision(True, f"fewest calls: {live} here, {busy} held, {len(present)} other worker(s) present")
@@ -108,33 +110,50 @@ class AcceptGate:
         self._why = ""
         self.pauses = 0
         self._unshared = False
+        self._waiting = False
         self._waited_out = False  # set when the wait for a missing worker's replacement ran out; reset once whole
         self._deciding = asyncio.Lock()  # streams starting and the beat decide one at a time (one listener at most)
 
     async def run(self) -> None:
         """Says this worker's load and follows the others' every :data:`BEAT_SECS` (until cancelled)."""
         while True:
-            try:
-                self._busy, self._others = await self.fleet.beat(self.live(), self.accepting)
-                self._seen_at = time.monotonic()
-            except FleetUnavailable as exc:
-                if not self._unshared:
-                    logger.error("fleet: load not shared ({}); accepting meanwhile", exc)
-                # Nothing known of the group: no worker is waited for, and this one accepts.
-                self._busy, self._others, self._unshared = 0, [], True
-            else:
-                if self._unshared:
-                    logger.info("fleet: load shared again")
-                self._unshared = False
-            await self.check()
+            await self.beat()
             await asyncio.sleep(BEAT_SECS)
 
-    async def check(self) -> None:
-        """Decides again on what is known now (also when a stream starts here, between beats)."""
-        async with self._deciding:
-            await self._check()
+    async def beat(self) -> None:
+        """Says this worker's load, reads the others' and decides again."""
+        try:
+            self._busy, self._others = await self.fleet.beat(self.live(), self.accepting)
+            self._seen_at = time.monotonic()
+        except FleetUnavailable as exc:
+            if not self._unshared:
+                logger.error("fleet: load not shared ({}); accepting meanwhile", exc)
+            # Nothing known of the group: no worker is waited for, and this one accepts.
+            self._busy, self._others, self._unshared = 0, [], True
+        else:
+            if self._unshared:
+                logger.info("fleet: load shared again")
+            self._unshared = False
+        await self.check()
 
-    async def _check(self) -> None:
+    async def check(self) -> None:
+        """Decides again on what is known now, and resumes accepting if the decision says so."""
+        async with self._deciding:
+            if self.decide():
+                await self.listener.resume_accepting()
+                self.accepting = True
+
+    def stream_started(self) -> None:
+        """Decides at once, when a stream starts on this worker (called before anything else runs).
+
+        A burst of returning calls reaches the app together: deciding later, after the burst was counted,
+        the survivor of a kill saw nothing left to wait for and took every call. Only a pause is decided
+        here (a pause needs no await); resuming waits for the beat.
+        """
+        self.decide(resume=False)
+
+    def decide(self, resume: bool = True) -> bool:
+        """Pauses accepting now if the decision says so; returns whether it says to resume (the caller does)."""
         now = time.monotonic()
         since = now - self._seen_at
         # A worker killed since the last beat is gone now, not a beat (and the burst of its calls coming back) later.
@@ -142,23 +161,26 @@ class AcceptGate:
         others = [WorkerLoad(w.worker, w.live, w.accepting, w.age_secs + since, w.pid) for w in self._others]
         deaf = 0.0 if self.accepting else now - self._deaf_since
         if not self._others and self.group <= 1:
-            return
+            return False
         if self._unshared:
             others = []  # with nothing held (busy 0) nothing is waited for: this worker accepts
         if len([w for w in others if w.age_secs < STALE_SECS]) + 1 >= self.group:
             self._waited_out = False
         decision = should_accept(self.live(), self._busy, self.group, others, deaf, self._waited_out)
         self._waited_out = self._waited_out or decision.waited_out
-        if decision.accept == self.accepting:
-            return
+        starts_waiting, self._waiting = decision.waiting and not self._waiting, decision.waiting
+        if decision.accept == self.accepting and not starts_waiting:
+            return False
+        if decision.accept and not resume:
+            return False
         if decision.why != self._why:
             logger.info("workers: {} connections ({})", "accepting" if decision.accept else "not accepting",
                         decision.why)
             self._why = decision.why
         if decision.accept:
-            await self.listener.resume_accepting()
-            self.accepting = True
-        else:
+            return True
+        if self.accepting:
             self.listener.pause_accepting()
             self.accepting, self._deaf_since = False, now
             self.pauses += 1
+        return False

@@ -409,7 +409,7 @@ class VoiceBridge:
         self._streams += 1
         try:
             if self.gate is not None:
-                await self.gate.check()
+                self.gate.stream_started()  # no await between the count and the decision: a burst is seen one by one
             await self._stream(websocket)
         finally:
             self._streams -= 1

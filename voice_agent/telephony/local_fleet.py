@@ -264,14 +264,18 @@ class LocalFleet(Fleet):
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process of that id exists (a zombie not yet reaped counts as alive)."""
+    """Whether a process of that id exists and is not a zombie (killed, not yet reaped by its supervisor)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # Linux: a zombie's state is Z (the field after the parenthesised name, which may hold spaces)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here, or it just ended: the next beat's kill(0) says
+    return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] != "Z"
 
 
 class _Transaction:

@@ -87,8 +87,7 @@ class DrainingServer(uvicorn.Server):
 
     def pause_accepting(self) -> None:
         """Stops taking new connections on the shared socket (the other workers take them; calls go on)."""
-        for server in self.servers:
-            server.close()  # closes this worker's copy of the socket, not the others' nor the kept one
+        stop_accepting(self.servers)
 
     async def resume_accepting(self) -> None:
         """Takes new connections on the shared socket again."""
@@ -127,6 +126,21 @@ class DrainingServer(uvicorn.Server):
             await self.bridge.drain()
         finally:
             self.should_exit = True
+
+
+def stop_accepting(servers: list[asyncio.Server]) -> None:
+    """Stops ``servers`` accepting now, and closes them (this worker's copies of the socket) right after.
+
+    Not ``close()`` at once: a connection accepted a moment ago gets its transport in a task still to run, and
+    asyncio fails that task when its server is closed (``Server._attach``), dropping the connection without a
+    reply ("did not receive a valid HTTP response"). So the socket is no longer read from now, and the close
+    is queued behind the tasks of the connections already accepted (on loops that read it with a reader).
+    """
+    loop = asyncio.get_running_loop()
+    for server in servers:
+        for sock in server.sockets:
+            loop.remove_reader(sock.fileno())
+        loop.call_soon(server.close)
 
 
 def uvicorn_config(bridge: VoiceBridge) -> uvicorn.Config:
