@@ -142,6 +142,7 @@ class AcceptGate:
             if self.decide():
                 await self.listener.resume_accepting()
                 self.accepting = True
+                self.decide(resume=False)  # a stream that started meanwhile may have changed the decision
 
     def stream_started(self) -> None:
         """Decides at once, when a stream starts on this worker (called before anything else runs).
